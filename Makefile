@@ -1,0 +1,77 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+#
+# Two commands for a newcomer on a fresh Debian 12 / Ubuntu 24.04 machine without ROS:
+#   make demo   set up (venv + ROS 2 wheels) and run the closed-loop pick
+#   make test   set up and run every test
+ROS_DISTRO ?= jazzy
+# The ROS wheels exist for CPython 3.11 and 3.12.
+PYTHON ?= $(shell for p in python3.11 python3.12 python3; do command -v $$p >/dev/null 2>&1 && { echo $$p; break; }; done)
+VENV ?= .venv-$(ROS_DISTRO)
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.edge_loop-installed
+PYTEST_ARGS ?=
+DEMO_ARGS ?=
+export ROS_LOG_DIR ?= $(CURDIR)/log/ros
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: setup demo test test-ros verify bench bench-transport bench-sim bench-vision bench-deadline \
+	bench-pick train lint clean record-default
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-$(ROS_DISTRO).txt setup.py package.xml
+	@test -n "$(PYTHON)" || { echo "error: need python3.11 or python3.12 (apt-get install python3 python3-venv)"; exit 1; }
+	@$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || { \
+	  echo "python3-venv is missing; installing it with apt-get"; \
+	  (command -v sudo >/dev/null && [ "$$(id -u)" != 0 ] && SUDO=sudo; \
+	   $$SUDO apt-get update -q && $$SUDO apt-get install -y -q python3-venv) ; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-$(ROS_DISTRO).txt -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	@touch $@
+
+demo: setup
+	$(VENV)/bin/edge-loop demo $(DEMO_ARGS)
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# ROS integration tests only (CI runs these against Kilted as well).
+test-ros: setup
+	$(PY) -m pytest -m ros $(PYTEST_ARGS)
+
+verify: setup
+	$(VENV)/bin/edge-loop verify
+
+lint: setup
+	$(PY) -m ruff check edge_loop test bench launch setup.py
+
+bench: bench-transport bench-sim bench-vision bench-deadline bench-pick
+
+bench-transport: setup
+	$(PY) bench/bench_transport.py
+
+bench-sim: setup
+	$(PY) bench/bench_sim.py
+
+bench-vision: setup
+	$(PY) bench/bench_vision.py
+
+bench-deadline: setup
+	$(PY) bench/bench_deadline.py
+
+bench-pick: setup
+	$(VENV)/bin/edge-loop demo --episodes 100 --report reports/bench-pick
+
+# Training needs torch (CPU build); only the exported ONNX files are shipped.
+train: setup
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m edge_loop.models.train
+
+record-default: setup
+	$(VENV)/bin/edge-loop record --default --output data/scenarios
+
+clean:
+	rm -rf .venv-* build install log reports .pytest_cache

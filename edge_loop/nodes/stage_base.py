@@ -1,0 +1,283 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Lifecycle stage base: declared, described and validated parameters; clean release.
+
+Every edge_loop node derives from :class:`StageNode`. A subclass lists its parameters as
+:class:`Param` records; the base declares them with descriptors (type, range, description),
+reads and validates them in ``on_configure`` and fails the transition with one log line that
+names the parameter and the value (rclpy turns an exception in a hook into ERROR without
+logging it, so the base catches and logs). ``on_cleanup``/``on_shutdown``/``on_error`` call
+:meth:`StageNode.release`, which subclasses extend to free files, shared memory and threads.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import rclpy
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
+from rclpy.executors import ExternalShutdownException
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+
+_PTYPE = {
+    bool: ParameterType.PARAMETER_BOOL,
+    int: ParameterType.PARAMETER_INTEGER,
+    float: ParameterType.PARAMETER_DOUBLE,
+    str: ParameterType.PARAMETER_STRING,
+    'float[]': ParameterType.PARAMETER_DOUBLE_ARRAY,
+    'int[]': ParameterType.PARAMETER_INTEGER_ARRAY,
+    'str[]': ParameterType.PARAMETER_STRING_ARRAY,
+}
+_TYPE_NAME = {bool: 'bool', int: 'integer', float: 'double', str: 'string',
+              'float[]': 'double array', 'int[]': 'integer array', 'str[]': 'string array'}
+
+
+class ConfigError(Exception):
+    """A parameter or resource that makes configure fail; the message is logged as is."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One declared parameter: name, default, description and constraints."""
+
+    name: str
+    default: Any
+    description: str
+    type: Any = None            # bool/int/float/str or 'float[]'/'int[]'/'str[]'; from default
+    min: float | None = None
+    max: float | None = None
+    choices: Sequence[Any] | None = None
+    length: int | None = None   # exact length of an array parameter
+    check: Callable[[Any], str | None] | None = field(default=None, compare=False)
+
+    def ptype(self) -> Any:
+        """The declared type (inferred from the default when not given)."""
+        if self.type is not None:
+            return self.type
+        d = self.default
+        if isinstance(d, bool):
+            return bool
+        if isinstance(d, (list, tuple)):
+            if d and all(isinstance(x, str) for x in d):
+                return 'str[]'
+            if d and all(isinstance(x, int) and not isinstance(x, bool) for x in d):
+                return 'int[]'
+            return 'float[]'
+        return type(d)
+
+    def descriptor(self) -> ParameterDescriptor:
+        """ParameterDescriptor with type, description and range, for ros2 param describe."""
+        t = self.ptype()
+        desc = ParameterDescriptor(description=self.description, type=_PTYPE[t],
+                                   dynamic_typing=True)
+        extra = []
+        if self.choices is not None:
+            extra.append('one of ' + ', '.join(map(str, self.choices)))
+        if self.length is not None:
+            extra.append(f'{self.length} values')
+        if self.min is not None or self.max is not None:
+            extra.append(f'range [{self.min}, {self.max}]')
+            # Only a scalar of the declared type can carry a range (rclpy enforces it at set).
+            if t is float and self.min is not None and self.max is not None:
+                desc.floating_point_range = [FloatingPointRange(
+                    from_value=float(self.min), to_value=float(self.max), step=0.0)]
+            elif t is int and self.min is not None and self.max is not None:
+                desc.integer_range = [IntegerRange(
+                    from_value=int(self.min), to_value=int(self.max), step=0)]
+        if extra:
+            desc.additional_constraints = '; '.join(extra)
+        return desc
+
+    def validate(self, value: Any) -> Any:
+        """Return ``value`` converted to the declared type, or raise ConfigError."""
+        t = self.ptype()
+        bad = f"parameter '{self.name}' = {value!r}"
+        if t is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if t == 'float[]' and isinstance(value, (list, tuple)):
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
+                raise ConfigError(f'{bad}: expected a {_TYPE_NAME[t]}')
+            value = [float(x) for x in value]
+        elif t in ('int[]', 'str[]'):
+            want = int if t == 'int[]' else str
+            if not isinstance(value, (list, tuple)) or not all(
+                    isinstance(x, want) and not isinstance(x, bool) for x in value):
+                raise ConfigError(f'{bad}: expected a {_TYPE_NAME[t]}')
+            value = list(value)
+        elif t in (bool, int, float, str):
+            if not isinstance(value, t) or (t is int and isinstance(value, bool)):
+                raise ConfigError(f'{bad}: expected a {_TYPE_NAME[t]}, got '
+                                  f'{type(value).__name__}')
+        elif not isinstance(value, list):
+            raise ConfigError(f'{bad}: expected a {_TYPE_NAME[t]}')
+        if self.length is not None and len(value) != self.length:
+            raise ConfigError(f'{bad}: expected {self.length} values, got {len(value)}')
+        scalars = value if isinstance(value, list) else [value]
+        for v in scalars:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ConfigError(f'{bad}: must be finite')
+            if self.min is not None and v < self.min:
+                raise ConfigError(f'{bad}: must be >= {self.min}')
+            if self.max is not None and v > self.max:
+                raise ConfigError(f'{bad}: must be <= {self.max}')
+        if self.choices is not None and value not in self.choices:
+            raise ConfigError(f'{bad}: must be one of {", ".join(map(str, self.choices))}')
+        if self.check is not None:
+            reason = self.check(value)
+            if reason:
+                raise ConfigError(f'{bad}: {reason}')
+        return value
+
+
+# Parameters every node in the loop shares (from the '/**' section of config/pick.yaml).
+COMMON_PARAMS = (
+    Param('camera_position', [0.0, 0.0, 0.75],
+          'Position [x, y, z] of camera_color_optical_frame in world (m)', length=3),
+    Param('camera_orientation', [1.0, 0.0, 0.0, 0.0],
+          'Orientation [qx, qy, qz, qw] of camera_color_optical_frame in world', length=4,
+          check=lambda q: None if sum(x * x for x in q) > 1e-6 else 'quaternion has zero norm'),
+    Param('world_frame', 'world', 'Frame id of the workspace frame (z up)',
+          check=lambda s: 'must not start with /' if s.startswith('/') or not s else None),
+    Param('transport', 'shm', 'Frame transport: shm (iceoryx2 loans) or ros (Image topics)',
+          choices=('shm', 'ros')),
+    Param('frame_channel', 'edge_loop/rgbd', 'iceoryx2 service name of the RGB-D frames'),
+)
+
+
+class StageNode(LifecycleNode):
+    """Base of every edge_loop lifecycle node.
+
+    Subclasses set ``PARAMS`` (and ``USES_COMMON_PARAMS``) and override the ``*_stage`` hooks,
+    which may raise :class:`ConfigError` for a clean, named failure.
+    """
+
+    PARAMS: tuple[Param, ...] = ()
+    USES_COMMON_PARAMS = True
+
+    def __init__(self, node_name: str, **kwargs: Any) -> None:
+        self.params: dict[str, Any] = {}
+        self._declare_errors: list[str] = []
+        super().__init__(node_name, **kwargs)
+        for spec in self.all_params():
+            try:
+                self.declare_parameter(spec.name, spec.default, spec.descriptor())
+            except Exception as exc:  # noqa: BLE001 - e.g. an override out of the range
+                self._declare_errors.append(f"parameter '{spec.name}': {exc}")
+                self.declare_parameter(spec.name, spec.default, spec.descriptor(),
+                                       ignore_override=True)
+
+    @classmethod
+    def all_params(cls) -> tuple[Param, ...]:
+        """Own parameters plus the shared ones."""
+        return (COMMON_PARAMS if cls.USES_COMMON_PARAMS else ()) + cls.PARAMS
+
+    def read_params(self) -> dict[str, Any]:
+        """Read and validate every declared parameter (raises ConfigError)."""
+        if self._declare_errors:
+            raise ConfigError('; '.join(self._declare_errors))
+        out = {}
+        for spec in self.all_params():
+            out[spec.name] = spec.validate(self.get_parameter(spec.name).value)
+        return out
+
+    # --- hooks for subclasses -------------------------------------------------------------
+    def configure_stage(self) -> None:
+        """Create publishers, subscriptions, load models (params are in self.params)."""
+
+    def activate_stage(self) -> None:
+        """Start processing."""
+
+    def deactivate_stage(self) -> None:
+        """Stop processing; keep resources."""
+
+    def release(self) -> None:
+        """Free everything configure created (idempotent)."""
+
+    # --- lifecycle transitions ------------------------------------------------------------
+    def _guarded(self, what: str, fn: Callable[[], None]) -> TransitionCallbackReturn:
+        try:
+            fn()
+        except ConfigError as exc:
+            self.get_logger().error(f'{what} failed: {exc}')
+            self._safe_release()
+            return TransitionCallbackReturn.FAILURE
+        except Exception as exc:  # noqa: BLE001 - rclpy would swallow it without a log
+            self.get_logger().error(f'{what} failed: {type(exc).__name__}: {exc}')
+            self.get_logger().debug(traceback.format_exc())
+            self._safe_release()
+            return TransitionCallbackReturn.FAILURE
+        return TransitionCallbackReturn.SUCCESS
+
+    def _safe_release(self) -> None:
+        try:
+            self.release()
+        except Exception as exc:  # noqa: BLE001
+            self.get_logger().error(f'release failed: {type(exc).__name__}: {exc}')
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        def configure() -> None:
+            self.params = self.read_params()
+            self.configure_stage()
+        result = self._guarded('configure', configure)
+        if result == TransitionCallbackReturn.SUCCESS:
+            self.get_logger().info('configured')
+        return result
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        result = self._guarded('activate', self.activate_stage)
+        if result != TransitionCallbackReturn.SUCCESS:
+            return result
+        self.get_logger().info('activated')
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        result = self._guarded('deactivate', self.deactivate_stage)
+        if result != TransitionCallbackReturn.SUCCESS:
+            return result
+        self.get_logger().info('deactivated')
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._safe_release()
+        self.get_logger().info('cleaned up')
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._safe_release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._safe_release()
+        return TransitionCallbackReturn.SUCCESS
+
+
+def run_node(node_cls: type[LifecycleNode], args: list[str] | None = None,
+             executor_cls: Any = None) -> int:
+    """Standard ``main()`` body: init, spin, exit quietly on Ctrl-C or external shutdown."""
+    from rclpy.executors import SingleThreadedExecutor
+
+    rclpy.init(args=args if args is not None else sys.argv)
+    node = None
+    try:
+        node = node_cls()
+        executor = (executor_cls or SingleThreadedExecutor)()
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            try:
+                if hasattr(node, 'release'):
+                    node.release()
+                node.destroy_node()
+            except Exception:  # noqa: BLE001 - shutting down anyway
+                pass
+        if rclpy.ok():
+            rclpy.try_shutdown()
+    return 0

@@ -1,0 +1,38 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Shared fixtures: an isolated ROS domain per test, node processes that always stop."""
+
+from __future__ import annotations
+
+import pytest
+
+from edge_loop.testing import domain_env, next_domain_id, ros_harness, start_node
+
+
+@pytest.fixture
+def ros_domain(tmp_path):
+    """(domain_id, env) for one test; child processes inherit env."""
+    domain_id = next_domain_id()
+    return domain_id, domain_env(domain_id, tmp_path / 'ros_log')
+
+
+@pytest.fixture
+def harness(ros_domain):
+    """An rclpy node spinning in this test process on the test's domain."""
+    with ros_harness(ros_domain[0]) as h:
+        yield h
+
+
+@pytest.fixture
+def node_procs(ros_domain, tmp_path):
+    """Start node processes with ``node_procs(executable, name=..., params=...)``; all stop."""
+    procs = []
+
+    def start(executable, **kwargs):
+        proc = start_node(executable, ros_domain[1], tmp_path / 'nodes', **kwargs)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in reversed(procs):
+        proc.stop()
