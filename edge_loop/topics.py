@@ -7,6 +7,7 @@ COLOR = '/camera/color/image_raw'
 CAMERA_INFO = '/camera/color/camera_info'
 DEPTH = '/camera/aligned_depth_to_color/image_raw'
 JOINT_STATES = '/gripper/joint_states'
+TCP_POSE = '/arm/tcp_pose'             # geometry_msgs/PoseStamped: gripper TCP in world (driver)
 
 # Contract outputs, stamped with the source camera frame's header.stamp.
 OBJECT = '/edge_loop/object'            # geometry_msgs/PoseStamped

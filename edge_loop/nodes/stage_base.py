@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -146,6 +147,8 @@ COMMON_PARAMS = (
     Param('transport', 'shm', 'Frame transport: shm (iceoryx2 loans) or ros (Image topics)',
           choices=('shm', 'ros')),
     Param('frame_channel', 'edge_loop/rgbd', 'iceoryx2 service name of the RGB-D frames'),
+    Param('debug_delay_ms', 0.0, 'Test only: extra processing delay per frame (fault injection)',
+          min=0.0, max=10000.0),
 )
 
 
@@ -197,6 +200,12 @@ class StageNode(LifecycleNode):
 
     def release(self) -> None:
         """Free everything configure created (idempotent)."""
+
+    def debug_delay(self) -> None:
+        """Sleep ``debug_delay_ms`` (fault injection for the deadline tests; 0 in deployment)."""
+        delay = self.params.get('debug_delay_ms', 0.0)
+        if delay > 0.0:
+            time.sleep(delay / 1000.0)
 
     # --- lifecycle transitions ------------------------------------------------------------
     def _guarded(self, what: str, fn: Callable[[], None]) -> TransitionCallbackReturn:
