@@ -170,9 +170,18 @@ class StageNode(LifecycleNode):
             try:
                 self.declare_parameter(spec.name, spec.default, spec.descriptor())
             except Exception as exc:  # noqa: BLE001 - e.g. an override out of the range
-                self._declare_errors.append(f"parameter '{spec.name}': {exc}")
+                self._declare_errors.append(self._describe_bad_override(spec, exc))
                 self.declare_parameter(spec.name, spec.default, spec.descriptor(),
                                        ignore_override=True)
+
+    def _describe_bad_override(self, spec: Param, exc: Exception) -> str:
+        override = getattr(self, '_parameter_overrides', {}).get(spec.name)
+        if override is not None:
+            try:
+                spec.validate(override.value)
+            except ConfigError as err:
+                return str(err)
+        return f"parameter '{spec.name}': {exc}"
 
     @classmethod
     def all_params(cls) -> tuple[Param, ...]:

@@ -1,6 +1,8 @@
 # SPDX-FileCopyrightText: 2026 edge_loop developers
 # SPDX-License-Identifier: Apache-2.0
-"""What a verified op declares. Each ``edge_loop/verify/ops_<stage>.py`` module exposes
+"""What a verified op declares.
+
+Each ``edge_loop/verify/ops_<stage>.py`` module exposes
 ``OPS: list[OpSpec]``; the harness discovers them, runs the gates and writes the report.
 """
 

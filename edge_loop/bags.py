@@ -1,0 +1,206 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""rosbag2 folders (MCAP storage, metadata version 9) read and written with ``rosbags``.
+
+Messages are rclpy messages on the outside and CDR bytes inside: ``rclpy.serialization``
+round-trips them exactly, and the resulting folders play with ``ros2 bag play``. Errors are
+:class:`BagError` with a message that says which bag, which topic and what is wrong.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, StoragePlugin, Writer
+from rosbags.typesys import Stores, get_typestore
+
+
+class BagError(Exception):
+    """A bag that is missing, truncated, unreadable or holds a type we cannot load."""
+
+
+class BagMessage(NamedTuple):
+    """One raw message: topic, receive time (ns), CDR bytes and its type name."""
+
+    topic: str
+    timestamp_ns: int
+    data: bytes
+    msgtype: str
+
+
+def msgtype_of(msg: Any) -> str:
+    """'pkg/msg/Name' of an rclpy message instance or class."""
+    cls = msg if isinstance(msg, type) else type(msg)
+    pkg = cls.__module__.split('.')[0]
+    return f'{pkg}/msg/{cls.__name__}'
+
+
+def message_class(msgtype: str) -> type:
+    """The rclpy message class of 'pkg/msg/Name' (raises BagError if not installed)."""
+    parts = msgtype.split('/')
+    if len(parts) != 3 or parts[1] != 'msg':
+        raise BagError(f'malformed message type {msgtype!r} (expected pkg/msg/Name)')
+    try:
+        return getattr(importlib.import_module(f'{parts[0]}.msg'), parts[2])
+    except (ImportError, AttributeError):
+        raise BagError(f'unknown message type {msgtype!r}: no installed package provides it') \
+            from None
+
+
+def _typestore(distro: str = 'jazzy') -> Any:
+    return get_typestore(Stores.ROS2_KILTED if distro == 'kilted' else Stores.ROS2_JAZZY)
+
+
+class BagWriter:
+    """Write rclpy messages to a new rosbag2 MCAP folder (refuses an existing path).
+
+    ``with BagWriter(path) as w: w.write(topic, t_ns, msg)``; a topic's type is registered on
+    its first message. ``compress`` uses MCAP chunk compression (zstd), which
+    ``ros2 bag play`` reads natively.
+    """
+
+    def __init__(self, path: str | Path, *, compress: bool = True) -> None:
+        self.path = Path(path)
+        if self.path.exists():
+            raise BagError(f'bag output {self.path} already exists; choose a new folder')
+        self._writer = Writer(self.path, version=9, storage_plugin=StoragePlugin.MCAP)
+        if compress:
+            self._writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
+        self._typestore = _typestore()
+        self._connections: dict[str, Any] = {}
+        self._open = False
+
+    def open(self) -> BagWriter:
+        """Create the folder and storage file."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer.open()
+        self._open = True
+        return self
+
+    def __enter__(self) -> BagWriter:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def write_raw(self, topic: str, msgtype: str, timestamp_ns: int, data: bytes,
+                  msgdef: tuple[str, str] | None = None) -> None:
+        """Write CDR bytes of type ``msgtype`` at ``timestamp_ns``.
+
+        ``msgdef`` = (definition text, RIHS01 hash) for a type the typestore does not know.
+        """
+        if not self._open:
+            raise BagError('BagWriter.write before open()')
+        conn = self._connections.get(topic)
+        if conn is None:
+            if msgdef is not None:
+                conn = self._writer.add_connection(topic, msgtype, msgdef=msgdef[0],
+                                                   rihs01=msgdef[1])
+            else:
+                conn = self._writer.add_connection(topic, msgtype, typestore=self._typestore)
+            self._connections[topic] = conn
+        elif conn.msgtype != msgtype:
+            raise BagError(f'topic {topic!r} already has type {conn.msgtype}, got {msgtype}')
+        self._writer.write(conn, int(timestamp_ns), data)
+
+    def write(self, topic: str, timestamp_ns: int, msg: Any) -> None:
+        """Serialise an rclpy message and write it."""
+        from rclpy.serialization import serialize_message
+
+        self.write_raw(topic, msgtype_of(msg), timestamp_ns, serialize_message(msg))
+
+    def close(self) -> None:
+        """Write metadata.yaml and close the storage (idempotent)."""
+        if self._open:
+            self._writer.close()
+            self._open = False
+
+
+class BagReader:
+    """Read a rosbag2 folder; validates it on open and names the problem precisely."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._reader: Reader | None = None
+
+    def open(self) -> BagReader:
+        """Open and validate: the folder, metadata.yaml, the storage files, every type."""
+        if not self.path.exists():
+            raise BagError(f'bag {self.path} does not exist')
+        if not self.path.is_dir() or not (self.path / 'metadata.yaml').is_file():
+            raise BagError(f'bag {self.path} is not a rosbag2 folder (no metadata.yaml)')
+        try:
+            self._reader = Reader(self.path)
+            self._reader.open()
+        except Exception as exc:  # noqa: BLE001 - rosbags raises several types here
+            self._reader = None
+            raise BagError(f'bag {self.path} cannot be opened (truncated or corrupt?): '
+                           f'{exc}') from None
+        for conn in self._reader.connections:
+            try:
+                message_class(conn.msgtype)
+            except BagError as exc:
+                self.close()
+                raise BagError(f'bag {self.path}, topic {conn.topic!r}: {exc}') from None
+        return self
+
+    def __enter__(self) -> BagReader:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the storage (idempotent)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def _check_open(self) -> Reader:
+        if self._reader is None:
+            raise BagError('BagReader used before open()')
+        return self._reader
+
+    @property
+    def topics(self) -> dict[str, str]:
+        """Topic -> message type."""
+        return {c.topic: c.msgtype for c in self._check_open().connections}
+
+    @property
+    def message_count(self) -> int:
+        """Number of messages in the bag (from its metadata)."""
+        return int(self._check_open().message_count)
+
+    def messages(self, topics: Iterable[str] | None = None) -> Iterator[BagMessage]:
+        """Raw messages in log-time order, optionally only ``topics``."""
+        reader = self._check_open()
+        wanted = set(topics) if topics is not None else None
+        conns = [c for c in reader.connections if wanted is None or c.topic in wanted]
+        count = 0
+        try:
+            for conn, timestamp, data in reader.messages(connections=conns):
+                count += 1
+                yield BagMessage(conn.topic, int(timestamp), bytes(data), conn.msgtype)
+        except BagError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a damaged chunk surfaces here
+            raise BagError(f'bag {self.path}: read failed after {count} messages '
+                           f'(truncated or corrupt?): {exc}') from None
+
+
+def deserialize(data: bytes, msgtype: str) -> Any:
+    """Rclpy message from CDR bytes."""
+    from rclpy.serialization import deserialize_message
+
+    return deserialize_message(data, message_class(msgtype))
+
+
+def read_messages(path: str | Path,
+                  topics: Iterable[str] | None = None) -> list[tuple[str, int, Any]]:
+    """Convenience: every (topic, t_ns, rclpy message) of a (small) bag."""
+    with BagReader(path) as reader:
+        return [(m.topic, m.timestamp_ns, deserialize(m.data, m.msgtype))
+                for m in reader.messages(topics)]

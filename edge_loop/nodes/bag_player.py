@@ -1,0 +1,246 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""bag_player: replay a rosbag2 folder into the loop, timed or in lock-step.
+
+- ``mode: timed`` keeps the recorded spacing, scaled by ``rate``; ``lockstep`` publishes the
+  next camera frame only once the loop answered the previous one (a message on
+  ``lockstep_topic`` stamped with that frame's stamp) or ``lockstep_timeout_s`` passed, for
+  deterministic regression on a noisy machine.
+- Waits until ``wait_topics`` have subscribers before the first message (ros2/rosbag2#109).
+- ``restamp`` rewrites header stamps to the replay time (same original stamp -> same new
+  stamp, so colour, depth and camera_info of a frame still pair), which makes
+  ``now - stamp`` a real latency; off, stamps and bytes go out exactly as recorded.
+- A missing, truncated or unknown-type bag fails ``configure`` with the reason.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
+from std_msgs.msg import Bool
+
+from edge_loop import topics
+from edge_loop.bags import BagError, BagMessage, BagReader, message_class
+from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
+
+_LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                      reliability=ReliabilityPolicy.RELIABLE)
+
+
+class BagPlayer(StageNode):
+    """Lifecycle node that replays a bag (see module docstring)."""
+
+    PARAMS = (
+        Param('bag', '', 'rosbag2 folder to replay (MCAP or sqlite3 storage)',
+              check=lambda s: None if s else 'a bag path is required'),
+        Param('mode', 'timed', 'timed (recorded spacing / rate) or lockstep',
+              choices=('timed', 'lockstep')),
+        Param('rate', 1.0, 'Playback speed factor for timed mode', min=0.01, max=100.0),
+        Param('loop', False, 'Start again at the end of the bag'),
+        Param('restamp', False, 'Rewrite header stamps to the replay time'),
+        Param('wait_topics', [topics.CAMERA_INFO],
+              'Topics that need a subscriber before playback starts', type='str[]'),
+        Param('wait_timeout_s', 60.0, 'How long to wait for those subscribers', min=0.0,
+              max=3600.0),
+        Param('frame_topic', topics.CAMERA_INFO, 'Topic whose messages delimit camera frames'),
+        Param('lockstep_topic', topics.ARM_CMD, 'Answer that releases the next frame'),
+        Param('lockstep_timeout_s', 2.0, 'Give up waiting for an answer after this long',
+              min=0.001, max=600.0),
+        Param('start_delay_s', 0.0, 'Pause after subscribers matched, before the first message',
+              min=0.0, max=60.0),
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__('bag_player', **kwargs)
+        self._reader: BagReader | None = None
+        self._topic_pubs: dict[str, Any] = {}
+        self._types: dict[str, type] = {}
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._answered = threading.Condition()
+        self._answers: set[int] = set()
+        self._answer_sub = None
+        self._done_pub = None
+        self.published = 0
+        self.lockstep_timeouts = 0
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def configure_stage(self) -> None:
+        try:
+            self._reader = BagReader(self.params['bag']).open()
+        except BagError as exc:
+            raise ConfigError(f"parameter 'bag' = {self.params['bag']!r}: {exc}") from None
+        if self._reader.message_count == 0:
+            raise ConfigError(f"parameter 'bag' = {self.params['bag']!r}: bag has no messages")
+        for topic, msgtype in self._reader.topics.items():
+            cls = message_class(msgtype)
+            self._types[topic] = cls
+            self._topic_pubs[topic] = self.create_lifecycle_publisher(cls, topic, 50)
+        self._done_pub = self.create_lifecycle_publisher(Bool, '~/done', _LATCHED)
+        if self.params['mode'] == 'lockstep':
+            answer_type = self._types.get(self.params['lockstep_topic'])
+            if answer_type is None:
+                from geometry_msgs.msg import TwistStamped
+                answer_type = TwistStamped
+            self._answer_sub = self.create_subscription(
+                answer_type, self.params['lockstep_topic'], self._on_answer, 10)
+        self.get_logger().info(
+            f"bag {self.params['bag']}: {self._reader.message_count} messages on "
+            f'{len(self._topic_pubs)} topics, mode {self.params["mode"]}')
+
+    def activate_stage(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._play_guarded, name='bag_player',
+                                        daemon=True)
+        self._thread.start()
+
+    def deactivate_stage(self) -> None:
+        self._stop_thread()
+
+    def release(self) -> None:
+        self._stop_thread()
+        for pub in self._topic_pubs.values():
+            self.destroy_publisher(pub)
+        self._topic_pubs.clear()
+        if self._done_pub is not None:
+            self.destroy_publisher(self._done_pub)
+            self._done_pub = None
+        if self._answer_sub is not None:
+            self.destroy_subscription(self._answer_sub)
+            self._answer_sub = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def _stop_thread(self) -> None:
+        self._stop.set()
+        with self._answered:
+            self._answered.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5.0)
+        self._thread = None
+
+    # --- playback ---------------------------------------------------------------------------
+    def _on_answer(self, msg: Any) -> None:
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        with self._answered:
+            self._answers.add(stamp)
+            self._answered.notify_all()
+
+    def _wait_for_subscribers(self) -> bool:
+        deadline = time.monotonic() + self.params['wait_timeout_s']
+        for topic in self.params['wait_topics']:
+            while self.count_subscribers(topic) < 1:
+                if self._stop.is_set():
+                    return False
+                if time.monotonic() > deadline:
+                    self.get_logger().warning(
+                        f'no subscriber on {topic} after {self.params["wait_timeout_s"]} s; '
+                        'playing anyway')
+                    return True
+                self._stop.wait(0.02)
+        return True
+
+    def _play_guarded(self) -> None:
+        try:
+            self._play()
+        except BagError as exc:
+            self.get_logger().error(f'playback stopped: {exc}')
+        except Exception as exc:  # noqa: BLE001 - a playback thread must not die silently
+            self.get_logger().error(f'playback stopped: {type(exc).__name__}: {exc}')
+
+    def _play(self) -> None:
+        if not self._wait_for_subscribers():
+            return
+        if self.params['start_delay_s'] > 0:
+            self._stop.wait(self.params['start_delay_s'])
+        while not self._stop.is_set():
+            self._play_once()
+            if not self.params['loop']:
+                break
+        if not self._stop.is_set() and self._done_pub is not None:
+            self._done_pub.publish(Bool(data=True))
+            self.get_logger().info(f'playback finished: {self.published} messages, '
+                                   f'{self.lockstep_timeouts} lock-step timeouts')
+
+    def _play_once(self) -> None:
+        assert self._reader is not None
+        lockstep = self.params['mode'] == 'lockstep'
+        rate = self.params['rate']
+        restamp = self.params['restamp']
+        frame_topic = self.params['frame_topic']
+        t0_log: int | None = None
+        t0_wall = time.monotonic()
+        stamp_map: dict[int, int] = {}
+        pending: tuple[int, int] | None = None  # (log time, published stamp) of last frame
+        for item in self._reader.messages():
+            if self._stop.is_set():
+                return
+            if t0_log is None:
+                t0_log = item.timestamp_ns
+            if lockstep:
+                if pending is not None and item.timestamp_ns != pending[0]:
+                    self._wait_answer(pending[1])
+                    pending = None
+            else:
+                due = t0_wall + (item.timestamp_ns - t0_log) / 1e9 / rate
+                delay = due - time.monotonic()
+                if delay > 0 and self._stop.wait(delay):
+                    return
+            stamp = self._publish(item, restamp, stamp_map)
+            if item.topic == frame_topic and stamp is not None:
+                pending = (item.timestamp_ns, stamp)
+        if lockstep and pending is not None:
+            self._wait_answer(pending[1])
+
+    def _publish(self, item: BagMessage, restamp: bool, stamp_map: dict[int, int]) -> int | None:
+        pub = self._topic_pubs[item.topic]
+        if not restamp:
+            msg = deserialize_message(item.data, self._types[item.topic])
+            pub.publish(msg)
+            self.published += 1
+            header = getattr(msg, 'header', None)
+            return None if header is None else header.stamp.sec * 10**9 + header.stamp.nanosec
+        msg = deserialize_message(item.data, self._types[item.topic])
+        header = getattr(msg, 'header', None)
+        stamp = None
+        if header is not None:
+            original = header.stamp.sec * 10**9 + header.stamp.nanosec
+            stamp = stamp_map.get(original)
+            if stamp is None:
+                stamp = self.get_clock().now().nanoseconds
+                stamp_map[original] = stamp
+                if len(stamp_map) > 4096:
+                    stamp_map.pop(next(iter(stamp_map)))
+            header.stamp.sec, header.stamp.nanosec = divmod(stamp, 10**9)
+        pub.publish(msg)
+        self.published += 1
+        return stamp
+
+    def _wait_answer(self, stamp: int) -> None:
+        deadline = time.monotonic() + self.params['lockstep_timeout_s']
+        with self._answered:
+            while stamp not in self._answers and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.lockstep_timeouts += 1
+                    self.get_logger().warning(
+                        f'lock-step: no answer on {self.params["lockstep_topic"]} for frame '
+                        f'{stamp} within {self.params["lockstep_timeout_s"]} s',
+                        throttle_duration_sec=5.0)
+                    break
+                self._answered.wait(left)
+            self._answers.discard(stamp)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point of the bag_player executable."""
+    return run_node(BagPlayer, args)
+
+
+if __name__ == '__main__':
+    main()

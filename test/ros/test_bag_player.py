@@ -1,0 +1,117 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""bag_player in its own process replaying into a subscriber in this process."""
+
+from __future__ import annotations
+
+import pytest
+from bag_fixtures import write_camera_bag
+from geometry_msgs.msg import TwistStamped
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import Bool
+
+from edge_loop import topics
+
+pytestmark = pytest.mark.ros
+
+TYPES = {topics.COLOR: Image, topics.DEPTH: Image, topics.CAMERA_INFO: CameraInfo,
+         topics.JOINT_STATES: JointState}
+
+
+def _collect_all(harness):
+    got = []
+    for topic, cls in TYPES.items():
+        harness.node.create_subscription(
+            cls, topic, lambda m, t=topic: got.append((t, m)), QoSProfile(depth=100))
+    return got
+
+
+def _start_player(node_procs, harness, bag, **params):
+    proc = node_procs('bag_player', params={
+        'bag': str(bag), 'transport': 'ros',
+        'wait_topics': list(TYPES), **params})
+    client = harness.lifecycle('bag_player')
+    client.transition('configure', timeout=20.0)
+    for topic in TYPES:
+        harness.wait_for_publishers(topic)
+    client.transition('activate', timeout=10.0)
+    return proc
+
+
+def _check_intact(sent, got):
+    def stamp(m):
+        return m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
+    for topic in TYPES:
+        exp = [(ts, data) for t, ts, data in sent if t == topic]
+        rec = [(stamp(m), bytes(m.data) if hasattr(m, 'data') else b'')
+               for t, m in got if t == topic]
+        assert rec == exp, f'{topic}: received stamps/bytes differ from the bag'
+
+
+def test_timed_replay_delivers_every_message_in_order(node_procs, harness, tmp_path):
+    sent = write_camera_bag(tmp_path / 'bag', frames=6)
+    got = _collect_all(harness)
+    done = harness.collect(Bool, '/bag_player/done',
+                           QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    _start_player(node_procs, harness, tmp_path / 'bag', rate=4.0)
+    harness.wait_until(lambda: len(got) >= len(sent), 30.0, f'{len(sent)} messages')
+    harness.wait_until(lambda: done, 10.0, 'done signal')
+    _check_intact(sent, got)
+
+
+def test_lockstep_waits_for_the_loop_answer(node_procs, harness, tmp_path):
+    sent = write_camera_bag(tmp_path / 'bag', frames=5)
+    got = _collect_all(harness)
+    answers = []
+    cmd_pub = harness.node.create_publisher(TwistStamped, topics.ARM_CMD, 10)
+    answer_next = {'enabled': True}
+
+    def answer(info):
+        if answer_next['enabled']:
+            msg = TwistStamped()
+            msg.header = info.header
+            cmd_pub.publish(msg)
+            answers.append(info.header.stamp)
+    harness.node.create_subscription(CameraInfo, topics.CAMERA_INFO, answer, 10)
+    proc = _start_player(node_procs, harness, tmp_path / 'bag', mode='lockstep',
+                         lockstep_timeout_s=30.0, rate=100.0)
+    harness.wait_for_subscribers(topics.ARM_CMD)
+    harness.wait_until(lambda: len(got) >= len(sent), 30.0, 'all messages in lock-step')
+    _check_intact(sent, got)
+    assert len(answers) == 5
+    assert 'lock-step: no answer' not in proc.output()
+
+
+def test_lockstep_holds_the_next_frame_without_an_answer(node_procs, harness, tmp_path):
+    write_camera_bag(tmp_path / 'bag', frames=4)
+    got = _collect_all(harness)
+    _start_player(node_procs, harness, tmp_path / 'bag', mode='lockstep',
+                  lockstep_timeout_s=3.0)
+
+    def infos():
+        return [m for t, m in got if t == topics.CAMERA_INFO]
+    harness.wait_until(lambda: len(infos()) >= 1, 20.0, 'first frame')
+    # Nobody answers: the second frame may only come after the lock-step timeout.
+    first = harness.node.get_clock().now().nanoseconds
+    harness.wait_until(lambda: len(infos()) >= 2, 20.0, 'second frame after the timeout')
+    waited = (harness.node.get_clock().now().nanoseconds - first) / 1e9
+    assert waited > 2.0, f'second frame came {waited:.2f} s after the first, before timeout'
+
+
+@pytest.mark.parametrize('case', ['missing', 'truncated', 'empty_dir'])
+def test_bad_bag_fails_configure_with_reason(node_procs, harness, tmp_path, case):
+    bag = tmp_path / 'bag'
+    if case == 'truncated':
+        write_camera_bag(bag, frames=4)
+        mcap = next(bag.glob('*.mcap'))
+        mcap.write_bytes(mcap.read_bytes()[:300])
+    elif case == 'empty_dir':
+        bag.mkdir()
+    proc = node_procs('bag_player', params={'bag': str(bag), 'transport': 'ros'})
+    client = harness.lifecycle('bag_player')
+    with pytest.raises(Exception, match='configure failed'):
+        client.transition('configure', timeout=20.0)
+    assert client.get_state() == 'unconfigured'
+    assert proc.wait_for_output("parameter 'bag'", 5.0), proc.output()
+    assert 'Traceback' not in proc.output()

@@ -1,0 +1,63 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Bag reading and writing, and the precise errors for bad bags."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from bag_fixtures import write_camera_bag
+
+from edge_loop.bags import BagError, BagReader, BagWriter, read_messages
+
+
+def test_round_trip_keeps_order_stamps_and_bytes(tmp_path):
+    sent = write_camera_bag(tmp_path / 'bag', frames=3)
+    got = read_messages(tmp_path / 'bag')
+    assert [(t, ts) for t, ts, _ in got] == [(t, ts) for t, ts, _ in sent]
+    for (_, _, msg), (_, _, data) in zip(got, sent):
+        if data:
+            assert bytes(msg.data) == data
+
+
+def test_nonexistent_bag(tmp_path):
+    with pytest.raises(BagError, match='does not exist'):
+        BagReader(tmp_path / 'missing').open()
+
+
+def test_folder_without_metadata(tmp_path):
+    (tmp_path / 'empty').mkdir()
+    with pytest.raises(BagError, match='no metadata.yaml'):
+        BagReader(tmp_path / 'empty').open()
+
+
+def test_truncated_bag(tmp_path):
+    write_camera_bag(tmp_path / 'bag', frames=4)
+    mcap = next((tmp_path / 'bag').glob('*.mcap'))
+    data = mcap.read_bytes()
+    mcap.write_bytes(data[: len(data) // 2])
+    with pytest.raises(BagError, match='truncated or corrupt'):
+        read_messages(tmp_path / 'bag')
+
+
+def test_unknown_message_type(tmp_path):
+    with BagWriter(tmp_path / 'bag') as writer:
+        writer.write_raw('/weird', 'no_such_pkg/msg/Thing', 1, b'\x00\x01\x00\x00\x05\x00\x00\x00',
+                         msgdef=('int32 data', 'RIHS01_' + '0' * 64))
+    with pytest.raises(BagError, match="topic '/weird'.*unknown message type"):
+        BagReader(tmp_path / 'bag').open()
+
+
+def test_writer_refuses_existing_path(tmp_path):
+    (tmp_path / 'bag').mkdir()
+    with pytest.raises(BagError, match='already exists'):
+        BagWriter(tmp_path / 'bag')
+
+
+def test_copied_bag_reads_the_same(tmp_path):
+    write_camera_bag(tmp_path / 'bag', frames=2)
+    shutil.copytree(tmp_path / 'bag', tmp_path / 'copy')
+    with BagReader(tmp_path / 'copy') as reader:
+        assert reader.message_count == 8
+        assert reader.topics['/camera/color/image_raw'] == 'sensor_msgs/msg/Image'
