@@ -59,6 +59,8 @@ class RosHarness:
         rclpy.init(context=self.context, domain_id=domain_id)
         self.node = rclpy.create_node(name, context=self.context)
         self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
+        self.matched: dict[str, int] = {}
+        self._tracked: set[str] = set()
         self.executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
@@ -74,10 +76,23 @@ class RosHarness:
         self.context.try_shutdown()
         self._thread.join(timeout=3.0)
 
+    def subscribe(self, msg_type: Any, topic: str, callback: Callable[[Any], None],
+                  qos: Any = 10) -> Any:
+        """Subscribe and track this reader's matched-publisher count (for waits)."""
+        from rclpy.event_handler import SubscriptionEventCallbacks
+
+        def on_matched(info: Any) -> None:
+            self.matched[topic] = int(info.current_count)
+
+        self._tracked.add(topic)
+        return self.node.create_subscription(
+            msg_type, topic, callback, qos,
+            event_callbacks=SubscriptionEventCallbacks(matched=on_matched))
+
     def collect(self, msg_type: Any, topic: str, qos: Any = 10) -> list[Any]:
         """Subscribe and return the (growing) list of received messages."""
         received: list[Any] = []
-        self.node.create_subscription(msg_type, topic, received.append, qos)
+        self.subscribe(msg_type, topic, received.append, qos)
         return received
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float,
@@ -92,8 +107,13 @@ class RosHarness:
 
     def wait_for_publishers(self, topic: str, count: int = 1, timeout: float = 15.0) -> None:
         """Wait until ``topic`` has ``count`` publishers (discovery finished)."""
-        self.wait_until(lambda: self.node.count_publishers(topic) >= count, timeout,
-                        f'{count} publisher(s) on {topic}')
+        # Our reader's matched event when we subscribed through subscribe(): the graph can
+        # show a publisher before the reader has matched it, and then drops its first data.
+        def ready() -> bool:
+            if topic in self.matched or topic in self._tracked:
+                return self.matched.get(topic, 0) >= count
+            return self.node.count_publishers(topic) >= count
+        self.wait_until(ready, timeout, f'{count} publisher(s) on {topic}')
 
     def wait_for_subscribers(self, topic: str, count: int = 1, timeout: float = 15.0) -> None:
         """Wait until ``topic`` has ``count`` subscribers."""

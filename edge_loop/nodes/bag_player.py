@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from std_msgs.msg import Bool
@@ -65,6 +66,7 @@ class BagPlayer(StageNode):
         self._answers: set[int] = set()
         self._answer_sub = None
         self._done_pub = None
+        self._matched: dict[str, int] = {}
         self.published = 0
         self.lockstep_timeouts = 0
 
@@ -79,7 +81,9 @@ class BagPlayer(StageNode):
         for topic, msgtype in self._reader.topics.items():
             cls = message_class(msgtype)
             self._types[topic] = cls
-            self._topic_pubs[topic] = self.create_lifecycle_publisher(cls, topic, 50)
+            self._topic_pubs[topic] = self.create_lifecycle_publisher(
+                cls, topic, 50, event_callbacks=PublisherEventCallbacks(
+                    matched=lambda info, t=topic: self._on_matched(t, info)))
         self._done_pub = self.create_lifecycle_publisher(Bool, '~/done', _LATCHED)
         if self.params['mode'] == 'lockstep':
             answer_type = self._types.get(self.params['lockstep_topic'])
@@ -131,10 +135,20 @@ class BagPlayer(StageNode):
             self._answers.add(stamp)
             self._answered.notify_all()
 
+    def _on_matched(self, topic: str, info: Any) -> None:
+        self._matched[topic] = int(info.current_count)
+
+    def _has_reader(self, topic: str) -> bool:
+        # The writer-side matched event, not the graph: a subscriber seen in the graph may not
+        # have matched our writer yet, and its first messages would be lost (Fast DDS 3).
+        if topic in self._topic_pubs:
+            return self._matched.get(topic, 0) >= 1
+        return self.count_subscribers(topic) >= 1
+
     def _wait_for_subscribers(self) -> bool:
         deadline = time.monotonic() + self.params['wait_timeout_s']
         for topic in self.params['wait_topics']:
-            while self.count_subscribers(topic) < 1:
+            while not self._has_reader(topic):
                 if self._stop.is_set():
                     return False
                 if time.monotonic() > deadline:

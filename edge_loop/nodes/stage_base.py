@@ -247,11 +247,17 @@ class StageNode(LifecycleNode):
         return result
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        result = self._guarded('activate', self.activate_stage)
+        # Enable the lifecycle publishers first: a stage that starts a thread in
+        # activate_stage would otherwise publish its first messages into disabled publishers.
+        result = super().on_activate(state)
         if result != TransitionCallbackReturn.SUCCESS:
             return result
+        result = self._guarded('activate', self.activate_stage)
+        if result != TransitionCallbackReturn.SUCCESS:
+            super().on_deactivate(state)
+            return result
         self.get_logger().info('activated')
-        return super().on_activate(state)
+        return result
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         result = self._guarded('deactivate', self.deactivate_stage)

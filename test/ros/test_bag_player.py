@@ -22,8 +22,8 @@ TYPES = {topics.COLOR: Image, topics.DEPTH: Image, topics.CAMERA_INFO: CameraInf
 def _collect_all(harness):
     got = []
     for topic, cls in TYPES.items():
-        harness.node.create_subscription(
-            cls, topic, lambda m, t=topic: got.append((t, m)), QoSProfile(depth=100))
+        harness.subscribe(cls, topic, lambda m, t=topic: got.append((t, m)),
+                          QoSProfile(depth=100))
     return got
 
 
@@ -55,7 +55,11 @@ def test_timed_replay_delivers_every_message_in_order(node_procs, harness, tmp_p
     done = harness.collect(Bool, '/bag_player/done',
                            QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
     _start_player(node_procs, harness, tmp_path / 'bag', rate=4.0)
-    harness.wait_until(lambda: len(got) >= len(sent), 30.0, f'{len(sent)} messages')
+    try:
+        harness.wait_until(lambda: len(got) >= len(sent), 30.0, f'{len(sent)} messages')
+    except AssertionError:
+        print({t: [m.header.stamp.nanosec // 10**6 for tt, m in got if tt == t] for t in TYPES})
+        raise
     harness.wait_until(lambda: done, 10.0, 'done signal')
     _check_intact(sent, got)
 
@@ -73,7 +77,7 @@ def test_lockstep_waits_for_the_loop_answer(node_procs, harness, tmp_path):
             msg.header = info.header
             cmd_pub.publish(msg)
             answers.append(info.header.stamp)
-    harness.node.create_subscription(CameraInfo, topics.CAMERA_INFO, answer, 10)
+    harness.subscribe(CameraInfo, topics.CAMERA_INFO, answer, 10)
     proc = _start_player(node_procs, harness, tmp_path / 'bag', mode='lockstep',
                          lockstep_timeout_s=30.0, rate=100.0)
     harness.wait_for_subscribers(topics.ARM_CMD)
