@@ -1,0 +1,424 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""``edge-loop demo``: the main job.
+
+Brings the whole graph up (one process per node, frames over shared memory, the deadline
+monitor enforcing the budget, the lifecycle manager in charge) against ``sim_robot`` or a bag,
+runs picks across every lighting condition on held-out objects, prints a table (pick success
+with its 95% interval, per-stage and end-to-end latency p50/p99 against the budget, deadline
+misses, copies per frame) and writes a report folder (Markdown + PNG).
+
+Latency here is wall-clock time from the camera frame's arrival at an observer to each
+stage's output arriving there. In simulation the loop runs on simulated time in lock-step
+(rendering takes ~150 ms of CPU a frame), so the budget is judged on the loop's own compute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections import OrderedDict, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from edge_loop import bringup, topics
+from edge_loop.stats import percentiles, wilson_interval
+
+# stage -> the topic whose message (stamped with the source stamp) marks it finished
+STAGE_OUTPUTS = OrderedDict([
+    ('object_locator', topics.OBJECTS),
+    ('grasp_planner', topics.GRASP),
+    ('occupancy_mapper', topics.OCCUPANCY),
+    ('pick_controller', topics.ARM_CMD),
+])
+LIGHTING = ('nominal', 'dim', 'overexposed', 'harsh_shadow', 'color_cast', 'glare', 'flicker')
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``edge-loop demo``."""
+    parser.add_argument('--episodes', type=int, default=7,
+                        help='pick episodes (cycling through every lighting condition)')
+    parser.add_argument('--bag', type=Path, default=None,
+                        help='replay this bag through the graph instead of the simulator')
+    parser.add_argument('--transport', choices=bringup.TRANSPORTS, default='shm')
+    parser.add_argument('--seed', type=int, default=800, help='first scene seed')
+    parser.add_argument('--objects', type=int, default=3, help='objects per scene (1-5)')
+    parser.add_argument('--episode-timeout', type=float, default=40.0,
+                        help='simulated seconds before an episode counts as failed')
+    parser.add_argument('--report', type=Path, default=Path('reports/demo'),
+                        help='report folder (Markdown + PNG)')
+    parser.add_argument('--log-dir', type=Path, default=None)
+    parser.add_argument('--params-file', type=Path, default=None)
+
+
+@dataclass
+class Episode:
+    """One pick episode's result."""
+
+    index: int
+    lighting: str
+    seed: int
+    success: bool
+    reason: str
+    attempts: int
+    sim_seconds: float
+    wall_seconds: float
+
+
+@dataclass
+class Observation:
+    """Everything the observer saw, for the table and the report."""
+
+    latencies_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    frames: int = 0
+    commands: int = 0
+    safe_stops: int = 0
+    misses: int = 0
+    copies: dict[str, float] = field(default_factory=dict)
+    examples: dict[str, Any] = field(default_factory=dict)
+    tactile: list[tuple[float, float, float, float]] = field(default_factory=list)
+    grasp_states: list[tuple[float, str]] = field(default_factory=list)
+
+
+class LoopObserver:
+    """Subscribes to the loop's topics and times each output against its frame."""
+
+    def __init__(self, harness: Any, want_examples: bool = True) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from geometry_msgs.msg import PolygonStamped, PoseArray, TwistStamped
+        from nav_msgs.msg import OccupancyGrid
+        from rclpy.qos import DurabilityPolicy, QoSProfile
+        from rosgraph_msgs.msg import Clock
+        from sensor_msgs.msg import CameraInfo, Image, JointState
+        from std_msgs.msg import Header
+
+        self.h = harness
+        self.obs = Observation()
+        self._lock = threading.Lock()
+        self._frame_wall: OrderedDict[int, float] = OrderedDict()
+        self._pending: dict[int, dict[str, Any]] = {}
+        self.sim_time = 0.0
+        self.lighting = 'nominal'
+        self.outcomes: list[Any] = []
+        self._want_examples = want_examples
+        types = {topics.OBJECTS: PoseArray, topics.GRASP: PolygonStamped,
+                 topics.OCCUPANCY: OccupancyGrid, topics.ARM_CMD: TwistStamped}
+        n = harness.node
+        n.create_subscription(CameraInfo, topics.CAMERA_INFO, self._on_frame, 10)
+        for stage, topic in STAGE_OUTPUTS.items():
+            n.create_subscription(types[topic], topic,
+                                  lambda m, s=stage: self._on_output(s, m), 10)
+        n.create_subscription(Header, topics.SAFE_STOP, self._on_safe_stop, 10)
+        n.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, 10)
+        n.create_subscription(DiagnosticArray, topics.SIM_GRASP_OUTCOME, self.outcomes.append,
+                              QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        n.create_subscription(DiagnosticArray, topics.GRASP_STATE, self._on_grasp_state, 10)
+        n.create_subscription(Clock, topics.CLOCK, self._on_clock, 10)
+        n.create_subscription(JointState, topics.JOINT_STATES, self._on_joints, 50)
+        if want_examples:
+            n.create_subscription(Image, topics.COLOR, self._on_color, 2)
+
+    @staticmethod
+    def _ns(stamp: Any) -> int:
+        return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+    def _on_clock(self, msg: Any) -> None:
+        self.sim_time = self._ns(msg.clock) / 1e9
+
+    def _on_frame(self, msg: Any) -> None:
+        with self._lock:
+            self._frame_wall[self._ns(msg.header.stamp)] = time.monotonic()
+            self.obs.frames += 1
+            while len(self._frame_wall) > 300:
+                self._frame_wall.popitem(last=False)
+
+    def _on_output(self, stage: str, msg: Any) -> None:
+        now = time.monotonic()
+        stamp = self._ns(msg.header.stamp)
+        with self._lock:
+            t0 = self._frame_wall.get(stamp)
+            if t0 is not None:
+                self.obs.latencies_ms[stage].append((now - t0) * 1e3)
+            if stage == 'pick_controller':
+                self.obs.commands += 1
+            if self._want_examples and stage != 'pick_controller':
+                self._pending.setdefault(stamp, {})[stage] = msg
+                if len(self._pending) > 60:
+                    self._pending.pop(next(iter(self._pending)))
+
+    def _on_color(self, msg: Any) -> None:
+        if self.lighting in self.obs.examples:
+            return
+        stamp = self._ns(msg.header.stamp)
+        with self._lock:
+            outputs = self._pending.get(stamp, {})
+            grasp = outputs.get('grasp_planner')
+        if grasp is None or not grasp.polygon.points:
+            # Keep the image until its outputs arrive (they come after the frame).
+            with self._lock:
+                self._pending.setdefault(stamp, {})['image'] = msg
+            return
+        self._store_example(stamp, msg)
+
+    def _store_example(self, stamp: int, image: Any) -> None:
+        from edge_loop.images import image_to_array, to_rgb
+
+        with self._lock:
+            outputs = dict(self._pending.get(stamp, {}))
+        rgb = np.array(to_rgb(image_to_array(image), image.encoding))
+        self.obs.examples[self.lighting] = (rgb, outputs)
+
+    def check_examples(self) -> None:
+        """Store an example frame for the current lighting once one has all outputs."""
+        if not self._want_examples or self.lighting in self.obs.examples:
+            return
+        with self._lock:
+            ready = [s for s, o in self._pending.items()
+                     if 'image' in o and o.get('grasp_planner') is not None
+                     and o['grasp_planner'].polygon.points and 'object_locator' in o]
+        if ready:
+            self._store_example(ready[-1], self._pending[ready[-1]]['image'])
+
+    def _on_safe_stop(self, msg: Any) -> None:
+        with self._lock:
+            self.obs.safe_stops += 1
+
+    def _on_diagnostics(self, msg: Any) -> None:
+        for status in msg.status:
+            values = {kv.key: kv.value for kv in status.values}
+            if 'misses' in values and 'loop' in status.name:
+                try:
+                    self.obs.misses = max(self.obs.misses, int(float(values['misses'])))
+                except ValueError:
+                    pass
+            for key, value in values.items():
+                if key.startswith('copies_per_frame'):
+                    try:
+                        self.obs.copies[status.name] = float(value)
+                    except ValueError:
+                        pass
+
+    def _on_grasp_state(self, msg: Any) -> None:
+        if msg.status:
+            self.obs.grasp_states.append((self._ns(msg.header.stamp) / 1e9,
+                                          msg.status[0].message))
+            del self.obs.grasp_states[:-4000]
+
+    def _on_joints(self, msg: Any) -> None:
+        if len(msg.position) >= 2 and len(msg.effort) >= 2:
+            self.obs.tactile.append((self._ns(msg.header.stamp) / 1e9,
+                                     float(msg.position[0] + msg.position[1]),
+                                     float(msg.effort[0]), float(msg.effort[1])))
+            del self.obs.tactile[:-8000]
+
+
+def _budgets(params_file: Path) -> tuple[float, dict[str, float]]:
+    params = yaml.safe_load(params_file.read_text()) or {}
+    p = params.get('deadline_monitor', {}).get('ros__parameters', {})
+    names = p.get('stage_names', [])
+    budgets = dict(zip(names, p.get('stage_budgets_ms', [])))
+    return float(p.get('end_to_end_budget_ms', 66.0)), budgets
+
+
+def _progress(done: int, total: int, ok: int, note: str) -> None:
+    width = 28
+    filled = int(width * done / max(total, 1))
+    bar = '#' * filled + '.' * (width - filled)
+    sys.stderr.write(f'\r[{bar}] {done}/{total} picks, {ok} ok  {note:<40}')
+    sys.stderr.flush()
+    if done == total:
+        sys.stderr.write('\n')
+
+
+def _set_param(harness: Any, node: str, name: str, value: Any) -> None:
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    client = harness.node.create_client(SetParameters, f'/{node}/set_parameters')
+    if not client.wait_for_service(timeout_sec=10.0):
+        raise RuntimeError(f'{node}/set_parameters not available')
+    pv = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=str(value))
+    if isinstance(value, int):
+        pv = ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=value)
+    req = SetParameters.Request(parameters=[Parameter(name=name, value=pv)])
+    _call(client, req, 10.0)
+    harness.node.destroy_client(client)
+
+
+def _call(client: Any, request: Any, timeout: float) -> Any:
+    event = threading.Event()
+    future = client.call_async(request)
+    future.add_done_callback(lambda _f: event.set())
+    if not event.wait(timeout):
+        raise RuntimeError(f'{client.srv_name} timed out')
+    return future.result()
+
+
+def _trigger(harness: Any, service: str, timeout: float = 60.0) -> Any:
+    from std_srvs.srv import Trigger
+
+    client = harness.node.create_client(Trigger, service)
+    try:
+        if not client.wait_for_service(timeout_sec=10.0):
+            raise RuntimeError(f'{service} not available')
+        return _call(client, Trigger.Request(), timeout)
+    finally:
+        harness.node.destroy_client(client)
+
+
+def run_episodes(args: argparse.Namespace, harness: Any, observer: LoopObserver,
+                 ) -> list[Episode]:
+    """Run the pick episodes against sim_robot; return their results."""
+    episodes: list[Episode] = []
+    total = args.episodes
+    _progress(0, total, 0, 'starting')
+    for i in range(total):
+        lighting = LIGHTING[i % len(LIGHTING)]
+        observer.lighting = lighting
+        _set_param(harness, 'sim_robot', 'lighting', lighting)
+        n_outcomes = len(observer.outcomes)
+        response = _trigger(harness, '/sim_robot/reset_scene')
+        if not response.success:
+            raise RuntimeError(f'reset_scene failed: {response.message}')
+        if _has_service(harness, '/pick_controller/reset'):
+            _trigger(harness, '/pick_controller/reset', timeout=10.0)
+        wall0, sim0 = time.monotonic(), observer.sim_time
+        result, attempts = None, 0
+        while result is None:
+            observer.check_examples()
+            new = observer.outcomes[n_outcomes:]
+            for msg in new:
+                attempts += 1
+                status = msg.status[0]
+                if status.level == 0:
+                    result = (True, status.message)
+                    break
+            n_outcomes += len(new)
+            if result is None and observer.sim_time - sim0 > args.episode_timeout:
+                result = (False, 'timeout' if not attempts else 'failed attempts')
+            if result is None and time.monotonic() - wall0 > args.episode_timeout * 30:
+                result = (False, 'wall-clock timeout (simulation stalled?)')
+            time.sleep(0.05)
+        ep = Episode(i, lighting, int(response.message.split(':')[0].split()[-1])
+                     if response.message.startswith('seed') else -1, result[0], result[1],
+                     attempts, observer.sim_time - sim0, time.monotonic() - wall0)
+        episodes.append(ep)
+        _progress(i + 1, total, sum(e.success for e in episodes),
+                  f'{lighting}: {"ok" if ep.success else ep.reason}')
+    return episodes
+
+
+def _has_service(harness: Any, name: str) -> bool:
+    return any(n == name for n, _ in harness.node.get_service_names_and_types())
+
+
+def summary_table(episodes: list[Episode], obs: Observation, e2e_budget: float,
+                  stage_budgets: dict[str, float]) -> str:
+    """The table the demo prints."""
+    lines = []
+    if episodes:
+        ok = sum(e.success for e in episodes)
+        lo, hi = wilson_interval(ok, len(episodes))
+        times = [e.sim_seconds for e in episodes if e.success]
+        lines.append(f'pick success: {ok}/{len(episodes)} = {ok / len(episodes):.0%} '
+                     f'(95% Wilson interval {lo:.0%}-{hi:.0%}); time per successful pick '
+                     f'(sim s) p50 {percentiles(times, [50])[0]:.1f}')
+        per = defaultdict(lambda: [0, 0])
+        for e in episodes:
+            per[e.lighting][0] += e.success
+            per[e.lighting][1] += 1
+        lines.append('per lighting: ' + ', '.join(f'{k} {v[0]}/{v[1]}' for k, v in per.items()))
+    else:
+        lines.append('pick success: n/a (bag replay: no physics)')
+    lines.append('')
+    lines.append(f'{"stage":<18} {"n":>6} {"p50 ms":>8} {"p99 ms":>8} {"budget ms":>10}  ok')
+    for stage in STAGE_OUTPUTS:
+        values = obs.latencies_ms.get(stage, [])
+        p50, p99 = percentiles(values)
+        budget = e2e_budget if stage == 'pick_controller' else stage_budgets.get(stage, 0.0)
+        name = 'end-to-end' if stage == 'pick_controller' else stage
+        verdict = 'yes' if values and p99 <= budget else ('-' if not values else 'NO')
+        lines.append(f'{name:<18} {len(values):>6} {p50:>8.1f} {p99:>8.1f} {budget:>10.1f}  '
+                     f'{verdict}')
+    lines.append('')
+    lines.append(f'frames {obs.frames}, commands {obs.commands}, deadline misses '
+                 f'{obs.misses}, safe stops {obs.safe_stops}')
+    if obs.copies:
+        lines.append('copies per frame after ingest: ' + ', '.join(
+            f'{k} {v:g}' for k, v in sorted(obs.copies.items())))
+    return '\n'.join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Bring the graph up, run the episodes (or the bag), print the table, write the report."""
+    from edge_loop.launcher import Graph
+    from edge_loop.testing import ros_harness
+
+    if args.episodes < 1:
+        print('edge-loop demo: --episodes must be >= 1', file=sys.stderr)
+        return 2
+    if args.bag is not None and not args.bag.exists():
+        print(f'edge-loop demo: bag {args.bag} does not exist', file=sys.stderr)
+        return 2
+    os.environ.setdefault('FASTDDS_BUILTIN_TRANSPORTS', 'LARGE_DATA')
+    params_file = args.params_file or bringup.default_params_file()
+    if args.bag is not None:
+        nodes = bringup.graph('bag', bag=str(args.bag), transport=args.transport,
+                              extra={'bag_player': {'restamp': True,
+                                                    'wait_topics': [topics.CAMERA_INFO]}})
+    else:
+        nodes = bringup.graph('sim', transport=args.transport, extra={'sim_robot': {
+            'lockstep': True, 'split': 'heldout', 'seed': args.seed - 1,
+            'n_objects': args.objects}})
+    log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix='edge_loop_demo_'))
+    graph = Graph(nodes, Path(params_file), log_dir)
+    episodes: list[Episode] = []
+    domain = int(os.environ.get('ROS_DOMAIN_ID', '0'))
+    print(f'edge-loop demo: starting {len(nodes)} nodes (logs in {log_dir})', flush=True)
+    try:
+        with ros_harness(domain, name='edge_loop_demo') as harness:
+            observer = LoopObserver(harness)
+            graph.start()
+            graph.wait_active(120.0)
+            print('edge-loop demo: graph active: ' + ', '.join(n.name for n in nodes),
+                  flush=True)
+            if args.bag is not None:
+                _wait_bag_done(harness, graph)
+            else:
+                episodes = run_episodes(args, harness, observer)
+            obs = observer.obs
+    except (RuntimeError, KeyboardInterrupt) as exc:
+        print(f'\nedge-loop demo: {exc}', file=sys.stderr)
+        graph.stop()
+        return 1
+    graph.stop()
+    e2e, stage_budgets = _budgets(Path(params_file))
+    table = summary_table(episodes, obs, e2e, stage_budgets)
+    print(table)
+    from edge_loop.report import write_report
+
+    path = write_report(args.report, table, episodes, obs, e2e, stage_budgets)
+    print(f'report: {path}')
+    return 0
+
+
+def _wait_bag_done(harness: Any, graph: Any) -> None:
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import Bool
+
+    done = harness.collect(Bool, '/bag_player/done',
+                           QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    deadline = time.monotonic() + 3600
+    while not done and time.monotonic() < deadline:
+        if graph.dead():
+            raise RuntimeError(f'process(es) exited: {graph.dead()}')
+        time.sleep(0.1)
+    time.sleep(0.5)  # outputs of the last frame
