@@ -71,7 +71,7 @@ train: setup
 	$(PY) -m edge_loop.models.train
 
 record-default: setup
-	$(VENV)/bin/edge-loop record --default --output data/scenarios
+	$(VENV)/bin/edge-loop record --default --force --output data/scenarios
 
 clean:
 	rm -rf .venv-* build install log reports .pytest_cache

@@ -51,6 +51,9 @@ class BagPlayer(StageNode):
         Param('lockstep_topic', topics.ARM_CMD, 'Answer that releases the next frame'),
         Param('lockstep_timeout_s', 2.0, 'Give up waiting for an answer after this long',
               min=0.001, max=600.0),
+        Param('skip_topics', [topics.CLOCK],
+              'Topics in the bag not to replay (a recorded /clock contradicts restamping)',
+              type='str[]'),
         Param('start_delay_s', 0.0, 'Pause after subscribers matched, before the first message',
               min=0.0, max=60.0),
     )
@@ -79,6 +82,8 @@ class BagPlayer(StageNode):
         if self._reader.message_count == 0:
             raise ConfigError(f"parameter 'bag' = {self.params['bag']!r}: bag has no messages")
         for topic, msgtype in self._reader.topics.items():
+            if topic in self.params['skip_topics']:
+                continue
             cls = message_class(msgtype)
             self._types[topic] = cls
             self._topic_pubs[topic] = self.create_lifecycle_publisher(
@@ -191,7 +196,7 @@ class BagPlayer(StageNode):
         t0_wall = time.monotonic()
         stamp_map: dict[int, int] = {}
         pending: tuple[int, int] | None = None  # (log time, published stamp) of last frame
-        for item in self._reader.messages():
+        for item in self._reader.messages(self._topic_pubs):
             if self._stop.is_set():
                 return
             if t0_log is None:
