@@ -10,6 +10,10 @@
 - ``restamp`` rewrites header stamps to the replay time (same original stamp -> same new
   stamp, so colour, depth and camera_info of a frame still pair), which makes
   ``now - stamp`` a real latency; off, stamps and bytes go out exactly as recorded.
+- ``transport: shm``: colour, depth and camera_info of a frame are written once, straight
+  from the bag's bytes into a shared-memory loan (the FrameWriter announces the frame and
+  publishes camera_info and, while someone subscribes, the Image topics); ``ros`` publishes
+  the recorded messages as they are.
 - A missing, truncated or unknown-type bag fails ``configure`` with the reason.
 """
 
@@ -26,10 +30,15 @@ from std_msgs.msg import Bool
 
 from edge_loop import topics
 from edge_loop.bags import BagError, BagMessage, BagReader, message_class
+from edge_loop.images import ImageFormatError, image_to_array
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
+from edge_loop.transport import FrameWriter
 
 _LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                       reliability=ReliabilityPolicy.RELIABLE)
+
+
+CAMERA_TOPICS = (topics.COLOR, topics.DEPTH, topics.CAMERA_INFO)
 
 
 class BagPlayer(StageNode):
@@ -70,6 +79,9 @@ class BagPlayer(StageNode):
         self._answer_sub = None
         self._done_pub = None
         self._matched: dict[str, int] = {}
+        self._writer: FrameWriter | None = None
+        self._frame_parts: dict[int, dict[str, Any]] = {}
+        self._typestore = None
         self.published = 0
         self.lockstep_timeouts = 0
 
@@ -81,8 +93,18 @@ class BagPlayer(StageNode):
             raise ConfigError(f"parameter 'bag' = {self.params['bag']!r}: {exc}") from None
         if self._reader.message_count == 0:
             raise ConfigError(f"parameter 'bag' = {self.params['bag']!r}: bag has no messages")
-        for topic, msgtype in self._reader.topics.items():
+        bag_topics = self._reader.topics
+        if self.params['transport'] == 'shm' and all(t in bag_topics for t in CAMERA_TOPICS):
+            self._writer = FrameWriter(self, transport='shm', channel=self.params['frame_channel'])
+            if self._writer.transport != 'shm':   # fell back: replay the recorded messages
+                self._writer.close()
+                self._writer = None
+        for topic, msgtype in bag_topics.items():
             if topic in self.params['skip_topics']:
+                continue
+            if self._writer is not None and topic in CAMERA_TOPICS:
+                self._topic_pubs[topic] = None   # goes through the frame channel
+                self._types[topic] = message_class(msgtype)
                 continue
             cls = message_class(msgtype)
             self._types[topic] = cls
@@ -112,9 +134,14 @@ class BagPlayer(StageNode):
 
     def release(self) -> None:
         self._stop_thread()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
         for pub in self._topic_pubs.values():
-            self.destroy_publisher(pub)
+            if pub is not None:
+                self.destroy_publisher(pub)
         self._topic_pubs.clear()
+        self._frame_parts.clear()
         if self._done_pub is not None:
             self.destroy_publisher(self._done_pub)
             self._done_pub = None
@@ -146,7 +173,7 @@ class BagPlayer(StageNode):
     def _has_reader(self, topic: str) -> bool:
         # The writer-side matched event, not the graph: a subscriber seen in the graph may not
         # have matched our writer yet, and its first messages would be lost (Fast DDS 3).
-        if topic in self._topic_pubs:
+        if self._topic_pubs.get(topic) is not None:
             return self._matched.get(topic, 0) >= 1
         return self.count_subscribers(topic) >= 1
 
@@ -196,7 +223,7 @@ class BagPlayer(StageNode):
         t0_wall = time.monotonic()
         stamp_map: dict[int, int] = {}
         pending: tuple[int, int] | None = None  # (log time, published stamp) of last frame
-        for item in self._reader.messages(self._topic_pubs):
+        for item in self._reader.messages(list(self._topic_pubs)):
             if self._stop.is_set():
                 return
             if t0_log is None:
@@ -217,27 +244,66 @@ class BagPlayer(StageNode):
             self._wait_answer(pending[1])
 
     def _publish(self, item: BagMessage, restamp: bool, stamp_map: dict[int, int]) -> int | None:
-        pub = self._topic_pubs[item.topic]
-        if not restamp:
-            msg = deserialize_message(item.data, self._types[item.topic])
-            pub.publish(msg)
-            self.published += 1
-            header = getattr(msg, 'header', None)
-            return None if header is None else header.stamp.sec * 10**9 + header.stamp.nanosec
+        """Publish one message (or add it to a shared-memory frame); returns its stamp."""
+        if self._writer is not None and item.topic in CAMERA_TOPICS:
+            return self._to_frame(item, restamp, stamp_map)
         msg = deserialize_message(item.data, self._types[item.topic])
-        header = getattr(msg, 'header', None)
-        stamp = None
-        if header is not None:
-            original = header.stamp.sec * 10**9 + header.stamp.nanosec
-            stamp = stamp_map.get(original)
-            if stamp is None:
-                stamp = self.get_clock().now().nanoseconds
-                stamp_map[original] = stamp
-                if len(stamp_map) > 4096:
-                    stamp_map.pop(next(iter(stamp_map)))
-            header.stamp.sec, header.stamp.nanosec = divmod(stamp, 10**9)
-        pub.publish(msg)
+        stamp = self._stamp(msg, restamp, stamp_map)
+        self._topic_pubs[item.topic].publish(msg)
         self.published += 1
+        return stamp
+
+    def _stamp(self, msg: Any, restamp: bool, stamp_map: dict[int, int]) -> int | None:
+        """The message's (possibly rewritten) header stamp in ns."""
+        header = getattr(msg, 'header', None)
+        if header is None:
+            return None
+        original = header.stamp.sec * 10**9 + header.stamp.nanosec
+        if not restamp:
+            return original
+        stamp = stamp_map.get(original)
+        if stamp is None:
+            stamp = self.get_clock().now().nanoseconds
+            stamp_map[original] = stamp
+            if len(stamp_map) > 4096:
+                stamp_map.pop(next(iter(stamp_map)))
+        header.stamp.sec, header.stamp.nanosec = divmod(stamp, 10**9)
+        return stamp
+
+    def _to_frame(self, item: BagMessage, restamp: bool, stamp_map: dict[int, int]) -> int | None:
+        """Collect colour, depth and camera_info of a frame; write them into one loan."""
+        if item.topic == topics.CAMERA_INFO:
+            msg = deserialize_message(item.data, self._types[item.topic])
+        else:
+            # rosbags gives the pixel bytes as a view on the raw record: the only copy of the
+            # pixels is the one into the loan.
+            if self._typestore is None:
+                from rosbags.typesys import Stores, get_typestore
+                self._typestore = get_typestore(Stores.ROS2_JAZZY)
+            msg = self._typestore.deserialize_cdr(item.data, item.msgtype)
+        original = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
+        parts = self._frame_parts.setdefault(original, {})
+        parts[item.topic] = msg
+        if len(self._frame_parts) > 8:   # an incomplete frame never completes: drop it
+            self._frame_parts.pop(next(iter(self._frame_parts)))
+        if len(parts) < len(CAMERA_TOPICS):
+            return None
+        del self._frame_parts[original]
+        info = parts[topics.CAMERA_INFO]
+        stamp = self._stamp(info, restamp, stamp_map)
+        color, depth = parts[topics.COLOR], parts[topics.DEPTH]
+        try:
+            color_arr, depth_arr = image_to_array(color), image_to_array(depth)
+        except ImageFormatError as exc:
+            self.get_logger().warning(f'frame {original}: {exc}; skipped',
+                                      throttle_duration_sec=5.0)
+            return None
+        with self._writer.loan(color_arr.shape, color.encoding, depth_arr.shape,
+                               depth.encoding) as loan:
+            loan.color[...] = color_arr
+            loan.depth[...] = depth_arr
+            loan.publish(info.header.stamp, info.header.frame_id, info)
+        self.published += 3
         return stamp
 
     def _wait_answer(self, stamp: int) -> None:

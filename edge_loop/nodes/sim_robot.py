@@ -32,7 +32,7 @@ from geometry_msgs.msg import PoseArray, PoseStamped, TwistStamped
 from nav_msgs.msg import OccupancyGrid
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import CameraInfo, Image, JointState
+from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
 
 from edge_loop import topics
@@ -40,6 +40,7 @@ from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 from edge_loop.sim import messages as sim_msgs
 from edge_loop.sim.lighting import CONDITION_NAMES
 from edge_loop.sim.world import PHYSICS_HZ, SimFrame, SimWorld
+from edge_loop.transport import FrameWriter
 
 IMAGE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2,
                        reliability=ReliabilityPolicy.RELIABLE)
@@ -104,6 +105,7 @@ class SimRobot(StageNode):
         self._reset_seed: int | None = None
         self._reset_done = threading.Event()
         self._pubs: dict[str, Any] = {}
+        self._writer: FrameWriter | None = None
         self._subs: list[Any] = []
         self._srv = None
         self._base_ns = 0
@@ -123,10 +125,11 @@ class SimRobot(StageNode):
         self._frames = 0
         self._build_world(self._seed)
         pub = self.create_lifecycle_publisher
+        # Camera frames go through the frame channel: written once into a shared-memory loan
+        # (transport shm), or as Image topics (transport ros); camera_info on ROS either way.
+        self._writer = FrameWriter(self, transport=self.params['transport'],
+                                   channel=self.params['frame_channel'])
         self._pubs = {
-            'color': pub(Image, topics.COLOR, IMAGE_QOS),
-            'depth': pub(Image, topics.DEPTH, IMAGE_QOS),
-            'info': pub(CameraInfo, topics.CAMERA_INFO, IMAGE_QOS),
             'joints': pub(JointState, topics.JOINT_STATES, STATE_QOS),
             'tcp': pub(PoseStamped, topics.TCP_POSE, STATE_QOS),
             'clock': pub(Clock, topics.CLOCK, CLOCK_QOS),
@@ -152,6 +155,9 @@ class SimRobot(StageNode):
 
     def release(self) -> None:
         self._stop_thread()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
         for pub in self._pubs.values():
             self.destroy_publisher(pub)
         self._pubs = {}
@@ -222,6 +228,15 @@ class SimRobot(StageNode):
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response
                   ) -> Trigger.Response:
+        # The scene parameters may have been changed since configure (the demo sets the
+        # lighting per episode): re-read and validate them for the new scene.
+        try:
+            for spec in self.PARAMS:
+                if spec.name in ('lighting', 'n_objects', 'objects', 'split'):
+                    self.params[spec.name] = spec.validate(self.get_parameter(spec.name).value)
+        except ConfigError as exc:
+            response.success, response.message = False, str(exc)
+            return response
         seed = self._seed + 1
         if self._thread is None or not self._thread.is_alive():
             try:
@@ -345,11 +360,14 @@ class SimRobot(StageNode):
             stamp_ns, values))
 
     def _publish_frame(self, frame: SimFrame, stamp_ns: int) -> None:
-        """Publish one camera frame (the one place a shared-memory writer plugs in)."""
-        color, depth, info = sim_msgs.frame_messages(frame, stamp_ns)
-        self._pubs['color'].publish(color)
-        self._pubs['depth'].publish(depth)
-        self._pubs['info'].publish(info)
+        """Publish one camera frame: its pixels are written once, into the loan."""
+        if self._writer is None:
+            return
+        info = sim_msgs.camera_info(frame.intrinsics, stamp_ns)
+        with self._writer.loan(frame.color.shape, 'rgb8', frame.depth_mm.shape, '16UC1') as loan:
+            loan.color[...] = frame.color
+            loan.depth[...] = frame.depth_mm
+            loan.publish(info.header.stamp, info.header.frame_id, info)
 
     def _publish_ground_truth(self, world: SimWorld, frame: SimFrame, stamp_ns: int) -> None:
         frame_world = self.params['world_frame']

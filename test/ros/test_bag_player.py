@@ -119,3 +119,34 @@ def test_bad_bag_fails_configure_with_reason(node_procs, harness, tmp_path, case
     assert client.get_state() == 'unconfigured'
     assert proc.wait_for_output("parameter 'bag'", 5.0), proc.output()
     assert 'Traceback' not in proc.output()
+
+
+def test_shm_replay_writes_frames_into_loans(node_procs, harness, tmp_path):
+    """transport shm: the consumer's views hold the bag's exact pixels, stamps intact."""
+    from edge_loop.transport import FrameReader
+
+    sent = write_camera_bag(tmp_path / 'bag', frames=4)
+    channel = f'edge_loop/test_{tmp_path.name}'
+    frames = []
+
+    def on_frame(frame):
+        assert not frame.color.flags.writeable
+        frames.append((frame.stamp_ns, bytes(frame.color.tobytes()),
+                       bytes(frame.depth.tobytes())))
+    reader = FrameReader(harness.node, transport='shm', channel=channel, callback=on_frame)
+    try:
+        node_procs('bag_player', params={'bag': str(tmp_path / 'bag'), 'transport': 'shm',
+                                         'frame_channel': channel,
+                                         'wait_topics': [topics.CAMERA_INFO]})
+        harness.subscribe(CameraInfo, topics.CAMERA_INFO, lambda m: None)
+        client = harness.lifecycle('bag_player')
+        client.transition('configure', timeout=20.0)
+        harness.wait_for_publishers(topics.CAMERA_INFO)
+        client.transition('activate', timeout=10.0)
+        harness.wait_until(lambda: len(frames) >= 4, 30.0, '4 frames over shared memory')
+    finally:
+        reader.close()
+    colors = [(ts, data) for t, ts, data in sent if t == topics.COLOR]
+    depths = [(ts, data) for t, ts, data in sent if t == topics.DEPTH]
+    assert [(ts, c) for ts, c, _ in frames] == colors
+    assert [(ts, d) for ts, _, d in frames] == depths
