@@ -32,13 +32,29 @@ class NodeSpec:
     lifecycle: bool = True
     managed: bool = True      # brought up by the lifecycle manager
 
-    def ros_args(self, params_file: Path | None) -> list[str]:
-        """Command-line ROS arguments for this node (what launch_ros would pass)."""
+    def ros_args(self, params_file: Path | None, overrides_dir: Path | None = None
+                 ) -> list[str]:
+        """Command-line ROS arguments for this node (what launch_ros would pass).
+
+        With ``overrides_dir`` the per-node parameters go into a second params file under the
+        node's name, read after ``params_file``: rcl stores ``-p`` overrides under ``/**``,
+        where they lose to a key in the node's own section of the first file.
+        """
         args = ['--ros-args', '-r', f'__node:={self.name}']
         if params_file is not None:
             args += ['--params-file', str(params_file)]
-        for key, value in self.parameters.items():
-            args += ['-p', f'{key}:={_param_literal(value)}']
+        if overrides_dir is not None and self.parameters:
+            import yaml
+
+            overrides_dir.mkdir(parents=True, exist_ok=True)
+            path = overrides_dir / f'{self.name}.params.yaml'
+            path.write_text(yaml.safe_dump({self.name: {'ros__parameters': dict(
+                (k, list(v) if isinstance(v, tuple) else v)
+                for k, v in self.parameters.items())}}))
+            args += ['--params-file', str(path)]
+        else:
+            for key, value in self.parameters.items():
+                args += ['-p', f'{key}:={_param_literal(value)}']
         for src, dst in self.remappings:
             args += ['-r', f'{src}:={dst}']
         return args

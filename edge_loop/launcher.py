@@ -91,6 +91,9 @@ class Graph:
             clients = {n: harness.lifecycle(n) for n in names}
             pending = list(names)
             while pending:
+                manager_log = self.procs[-1].output()
+                if 'bring-up aborted' in manager_log:
+                    raise RuntimeError('bring-up aborted:\n' + _tail(manager_log, 8))
                 dead = self.dead()
                 if dead:
                     raise RuntimeError(

@@ -28,7 +28,7 @@ def share_dir() -> Path:
             path = Path(get_package_share_directory(PACKAGE))
             if (path / 'config').is_dir():
                 return path
-        except PackageNotFoundError:
+        except (PackageNotFoundError, OSError):  # OSError: AMENT_PREFIX_PATH unset
             pass
     except ImportError:  # pragma: no cover - ament_index is a declared dependency
         pass

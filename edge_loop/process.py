@@ -25,6 +25,11 @@ class NodeProcess:
                  log_path: Path, name: str | None = None) -> None:
         self.module = module
         self.name = name or module.rsplit('.', 1)[-1]
+        # A restarted node keeps the earlier process's log: name.log, name.1.log, ...
+        n = 0
+        while log_path.exists():
+            n += 1
+            log_path = log_path.with_name(f'{self.name}.{n}.log')
         self.log_path = log_path
         self._log = open(log_path, 'wb')  # noqa: SIM115 - closed in stop()
         cmd = [sys.executable, '-m', module, *ros_args]
@@ -84,5 +89,6 @@ def start_node(executable: str, env: dict[str, str], log_dir: Path, name: str | 
     spec = NodeSpec(name=name or executable, executable=executable, parameters=params or {},
                     remappings=remaps)
     log_dir.mkdir(parents=True, exist_ok=True)
-    return NodeProcess(f'edge_loop.nodes.{executable}', spec.ros_args(params_file), env,
+    return NodeProcess(f'edge_loop.nodes.{executable}',
+                       spec.ros_args(params_file, log_dir / 'params'), env,
                        log_dir / f'{spec.name}.log', name=spec.name)

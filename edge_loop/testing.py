@@ -22,17 +22,36 @@ from typing import Any
 
 from edge_loop.process import NodeProcess, start_node
 
-__all__ = ['NodeProcess', 'RosHarness', 'domain_env', 'next_domain_id', 'ros_harness',
-           'shm_entries', 'start_node']
+__all__ = ['NodeProcess', 'RosHarness', 'claim_domain_id', 'domain_env', 'next_domain_id',
+           'ros_harness', 'shm_entries', 'start_node']
 
 _domain_counter = itertools.count()
 
 
+def claim_domain_id() -> tuple[int, Any]:
+    """A ROS_DOMAIN_ID (1..100) no other test process holds; release with the returned lock.
+
+    Concurrent pytest runs on one machine would otherwise share domains and see each other's
+    nodes; each claim holds an flock on /tmp/edge_loop_domain_<id>.lock.
+    """
+    import fcntl
+
+    start = (os.getpid() + next(_domain_counter)) % 100
+    for i in range(100):
+        domain = 1 + (start + i) % 100
+        lock = open(Path(tempfile.gettempdir()) / f'edge_loop_domain_{domain}.lock', 'w')  # noqa: SIM115
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            continue
+        return domain, lock
+    raise RuntimeError('all ROS domain ids 1..100 are claimed by other test processes')
+
+
 def next_domain_id() -> int:
-    """A ROS_DOMAIN_ID not used by another test of this run (1..100, per xdist worker)."""
-    worker = os.environ.get('PYTEST_XDIST_WORKER', 'gw0')
-    offset = int(worker[2:] or 0) * 20 if worker.startswith('gw') else 0
-    return 1 + (offset + os.getpid() + next(_domain_counter)) % 100
+    """A ROS_DOMAIN_ID for a helper process that does not need the lock."""
+    return 1 + (os.getpid() + next(_domain_counter)) % 100
 
 
 def domain_env(domain_id: int, log_dir: Path | None = None) -> dict[str, str]:

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from edge_loop.testing import domain_env, next_domain_id, ros_harness, start_node
+from edge_loop.testing import claim_domain_id, domain_env, ros_harness, start_node
 
 
 @pytest.fixture
 def ros_domain(tmp_path):
     """(domain_id, env) for one test; child processes inherit env."""
-    domain_id = next_domain_id()
-    return domain_id, domain_env(domain_id, tmp_path / 'ros_log')
+    domain_id, lock = claim_domain_id()
+    try:
+        yield domain_id, domain_env(domain_id, tmp_path / 'ros_log')
+    finally:
+        lock.close()
 
 
 @pytest.fixture

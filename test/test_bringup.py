@@ -41,6 +41,16 @@ def test_bad_graph_arguments(kwargs, message):
         bringup.graph(**kwargs)
 
 
+def test_overrides_go_to_a_node_section_file(tmp_path):
+    spec = bringup.NodeSpec('a', 'object_locator', {'x': 1.5, 'l': (1.0, 2.0), 's': 'on'})
+    args = spec.ros_args(Path('/p.yaml'), tmp_path)
+    files = [args[i + 1] for i, a in enumerate(args) if a == '--params-file']
+    assert files[0] == '/p.yaml', 'the shared file first, overrides after it'
+    assert yaml.safe_load(Path(files[1]).read_text()) == {
+        'a': {'ros__parameters': {'x': 1.5, 'l': [1.0, 2.0], 's': 'on'}}}
+    assert '-p' not in args
+
+
 def test_ros_args_carry_name_params_and_remaps():
     spec = bringup.NodeSpec('a', 'object_locator', {'x': 1.5, 'f': True, 'l': [1.0, 2.0],
                                                    's': 'shm'}, (('/in', '/out'),))

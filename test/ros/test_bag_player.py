@@ -32,7 +32,7 @@ def _start_player(node_procs, harness, bag, **params):
         'bag': str(bag), 'transport': 'ros',
         'wait_topics': list(TYPES), **params})
     client = harness.lifecycle('bag_player')
-    client.transition('configure', timeout=20.0)
+    client.transition('configure', timeout=60.0)
     for topic in TYPES:
         harness.wait_for_publishers(topic)
     client.transition('activate', timeout=10.0)
@@ -115,7 +115,7 @@ def test_bad_bag_fails_configure_with_reason(node_procs, harness, tmp_path, case
     proc = node_procs('bag_player', params={'bag': str(bag), 'transport': 'ros'})
     client = harness.lifecycle('bag_player')
     with pytest.raises(Exception, match='configure failed'):
-        client.transition('configure', timeout=20.0)
+        client.transition('configure', timeout=60.0)
     assert client.get_state() == 'unconfigured'
     assert proc.wait_for_output("parameter 'bag'", 5.0), proc.output()
     assert 'Traceback' not in proc.output()
@@ -140,7 +140,7 @@ def test_shm_replay_writes_frames_into_loans(node_procs, harness, tmp_path):
                                          'wait_topics': [topics.CAMERA_INFO]})
         harness.subscribe(CameraInfo, topics.CAMERA_INFO, lambda m: None)
         client = harness.lifecycle('bag_player')
-        client.transition('configure', timeout=20.0)
+        client.transition('configure', timeout=60.0)
         harness.wait_for_publishers(topics.CAMERA_INFO)
         client.transition('activate', timeout=10.0)
         harness.wait_until(lambda: len(frames) >= 4, 30.0, '4 frames over shared memory')

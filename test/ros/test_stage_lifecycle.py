@@ -41,7 +41,7 @@ def test_bad_parameter_fails_configure_naming_it(node_procs, harness, tmp_path, 
     proc = node_procs('bag_player', params={'bag': str(tmp_path / 'bag'), param: value})
     client = harness.lifecycle('bag_player')
     with pytest.raises(LifecycleError, match='configure failed'):
-        client.transition('configure', timeout=20.0)
+        client.transition('configure', timeout=60.0)
     assert client.get_state() == 'unconfigured'
     assert proc.wait_for_output(message, 5.0), proc.output()
     assert 'Traceback' not in proc.output()

@@ -1,0 +1,333 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Deadline bookkeeping of the pick loop: frames, latency windows, misses, health state.
+
+Pure logic on integer nanoseconds (no clock, no rclpy): the deadline monitor node feeds it
+receive times from its clock, so the same code runs on real and simulated time and the unit
+tests drive it with made-up times.
+
+- :class:`LatencyWindow`: the last ``size`` samples, p50/p99.
+- :class:`FrameTracker`: one open frame per camera stamp with its absolute deadline
+  (stamp + end-to-end budget); stage completions and the command close it, :meth:`expire`
+  returns the frames whose command did not come by the deadline.
+- :class:`StallWatch`: an input that must keep arriving (camera, gripper joint states).
+- :class:`Health`: OK / WARN / ERROR from consecutive misses and healthy periods.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+
+
+class LatencyWindow:
+    """The last ``size`` samples (ns) with percentiles in milliseconds."""
+
+    def __init__(self, size: int = 300) -> None:
+        if size < 1:
+            raise ValueError('window size must be >= 1')
+        self._samples: deque[int] = deque(maxlen=size)
+        self.total = 0
+
+    def add(self, value_ns: int) -> None:
+        """Record one sample."""
+        self._samples.append(int(value_ns))
+        self.total += 1
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def percentile_ms(self, q: float) -> float:
+        """The ``q``-th percentile (0..100) in ms; NaN when empty."""
+        if not self._samples:
+            return float('nan')
+        return float(np.percentile(np.fromiter(self._samples, dtype=np.int64), q)) / NS_PER_MS
+
+    def max_ms(self) -> float:
+        """Largest sample in the window (ms); NaN when empty."""
+        return max(self._samples) / NS_PER_MS if self._samples else float('nan')
+
+    def values_ms(self) -> list[float]:
+        """All samples of the window in ms (oldest first)."""
+        return [v / NS_PER_MS for v in self._samples]
+
+
+@dataclass
+class Frame:
+    """One camera frame in flight: its stamp, its deadline, what is done so far."""
+
+    stamp_ns: int
+    deadline_ns: int
+    stages: dict[str, int] = field(default_factory=dict)  # stage -> receive time (ns)
+    command_ns: int | None = None
+
+
+class CommandResult(Enum):
+    """What a command (or other frame-closing output) meant for its frame."""
+
+    ON_TIME = 'on_time'      # closed an open frame before its deadline
+    LATE = 'late'            # for a frame already declared missed
+    EARLY = 'early'          # arrived before the frame's camera stamp did (kept, matched later)
+    DUPLICATE = 'duplicate'  # a second command for a closed frame
+    UNKNOWN = 'unknown'      # for a stamp older than anything tracked (e.g. after a restart)
+
+
+class FrameTracker:
+    """Open frames keyed by camera stamp, each with an absolute deadline."""
+
+    def __init__(self, budget_ns: int, max_open: int = 256, memory: int = 512) -> None:
+        if budget_ns <= 0:
+            raise ValueError('budget must be > 0')
+        self.budget_ns = int(budget_ns)
+        self.max_open = max_open
+        self._open: OrderedDict[int, Frame] = OrderedDict()   # stamp order = deadline order
+        self._closed: OrderedDict[int, str] = OrderedDict()   # stamp -> 'done' | 'missed'
+        self._early: OrderedDict[int, tuple[int, dict[str, int]]] = OrderedDict()
+        self._memory = memory
+        self.last_stamp_ns: int | None = None
+        self.opened = 0
+        self.dropped = 0          # frames pushed out by max_open (counted as misses by caller)
+
+    def reset(self) -> None:
+        """Forget every frame (time jumped back, monitor re-activated)."""
+        self._open.clear()
+        self._closed.clear()
+        self._early.clear()
+        self.last_stamp_ns = None
+
+    def _remember(self, stamp_ns: int, outcome: str) -> None:
+        self._closed[stamp_ns] = outcome
+        while len(self._closed) > self._memory:
+            self._closed.popitem(last=False)
+
+    def open(self, stamp_ns: int) -> Frame | None:
+        """Open the frame of a new camera stamp; None for a repeated or older stamp.
+
+        A stamp older than the last one means time jumped back (bag restart, sim reset):
+        everything is forgotten and tracking restarts from this frame.
+        """
+        if self.last_stamp_ns is not None:
+            if stamp_ns == self.last_stamp_ns or stamp_ns in self._closed:
+                return None
+            if stamp_ns < self.last_stamp_ns:
+                self.reset()
+        frame = Frame(stamp_ns, stamp_ns + self.budget_ns)
+        self.last_stamp_ns = stamp_ns
+        self.opened += 1
+        early = self._early.pop(stamp_ns, None)
+        if early is not None:
+            command_ns, stages = early
+            frame.stages.update(stages)
+            if command_ns >= 0:
+                frame.command_ns = command_ns
+                self._remember(stamp_ns, 'done' if command_ns <= frame.deadline_ns
+                               else 'missed')
+                return frame
+        self._open[stamp_ns] = frame
+        while len(self._open) > self.max_open:
+            self._open.popitem(last=False)
+            self.dropped += 1
+        return frame
+
+    def stage_done(self, stage: str, stamp_ns: int, now_ns: int) -> None:
+        """Note that ``stage`` published its output for the frame ``stamp_ns``."""
+        frame = self._open.get(stamp_ns)
+        if frame is not None:
+            frame.stages.setdefault(stage, now_ns)
+        elif self._is_future(stamp_ns):
+            self._early_entry(stamp_ns)[1].setdefault(stage, now_ns)
+
+    def command(self, stamp_ns: int, now_ns: int) -> tuple[CommandResult, Frame | None]:
+        """The command for ``stamp_ns`` went out at ``now_ns``."""
+        frame = self._open.pop(stamp_ns, None)
+        if frame is not None:
+            frame.command_ns = now_ns
+            if now_ns <= frame.deadline_ns:
+                self._remember(stamp_ns, 'done')
+                return CommandResult.ON_TIME, frame
+            # The deadline passed but expire() has not run yet: still a miss.
+            self._open[stamp_ns] = frame
+            self._open.move_to_end(stamp_ns, last=False)
+            return CommandResult.LATE, frame
+        outcome = self._closed.get(stamp_ns)
+        if outcome == 'missed':
+            self._remember(stamp_ns, 'missed-late')
+            return CommandResult.LATE, None
+        if outcome is not None:
+            return CommandResult.DUPLICATE, None
+        if self._is_future(stamp_ns):
+            entry = self._early_entry(stamp_ns)
+            self._early[stamp_ns] = (now_ns, entry[1])
+            return CommandResult.EARLY, None
+        return CommandResult.UNKNOWN, None
+
+    def _is_future(self, stamp_ns: int) -> bool:
+        return self.last_stamp_ns is None or stamp_ns > self.last_stamp_ns
+
+    def _early_entry(self, stamp_ns: int) -> tuple[int, dict[str, int]]:
+        entry = self._early.get(stamp_ns)
+        if entry is None:
+            entry = (-1, {})
+            self._early[stamp_ns] = entry
+            while len(self._early) > self._memory:
+                self._early.popitem(last=False)
+        return entry
+
+    def expire(self, now_ns: int) -> list[Frame]:
+        """Remove and return the open frames whose deadline is <= ``now_ns``."""
+        missed = []
+        while self._open:
+            stamp, frame = next(iter(self._open.items()))
+            if frame.deadline_ns > now_ns:
+                break
+            del self._open[stamp]
+            self._remember(stamp, 'missed')
+            missed.append(frame)
+        return missed
+
+    def next_deadline(self) -> int | None:
+        """The earliest open deadline (ns), or None."""
+        for frame in self._open.values():
+            return frame.deadline_ns
+        return None
+
+    @property
+    def open_count(self) -> int:
+        """Number of frames waiting for their command."""
+        return len(self._open)
+
+
+class StallWatch:
+    """An input that must keep coming: stalled after ``periods`` of its period without one.
+
+    The period is fixed (camera: the control period) or estimated from the arrivals (gripper
+    joint states: "at its own rate"), with ``min_timeout_ns`` as a floor against jitter.
+    """
+
+    def __init__(self, periods: int, period_ns: int | None = None,
+                 min_timeout_ns: int = 0, repeat_ns: int | None = None) -> None:
+        self.periods = periods
+        self.fixed_period_ns = period_ns
+        self.min_timeout_ns = min_timeout_ns
+        # a stall that goes on is one more miss per repeat_ns (the control period), not per
+        # period of a 200 Hz input
+        self.repeat_ns = repeat_ns
+        self.est_period_ns: float | None = None
+        self.last_ns: int | None = None
+        self.stall_count = 0           # stall misses declared since the last arrival
+        self.stalls = 0                # total stall misses
+
+    def reset(self) -> None:
+        """Forget the input (not expected until it arrives again)."""
+        self.last_ns = None
+        self.stall_count = 0
+
+    def seen(self, now_ns: int, count: int = 1) -> None:
+        """``count`` messages arrived since the last call (now_ns = time of the latest)."""
+        if count <= 0:
+            return
+        if self.last_ns is not None and now_ns > self.last_ns and self.fixed_period_ns is None:
+            sample = (now_ns - self.last_ns) / count
+            self.est_period_ns = (sample if self.est_period_ns is None
+                                  else 0.9 * self.est_period_ns + 0.1 * sample)
+        self.last_ns = now_ns
+        self.stall_count = 0
+
+    def period_ns(self) -> float | None:
+        """The period the timeout is based on."""
+        return self.fixed_period_ns if self.fixed_period_ns is not None else self.est_period_ns
+
+    def timeout_ns(self) -> int | None:
+        """Silence that counts as a stall, or None while unknown."""
+        period = self.period_ns()
+        if period is None:
+            return None
+        return max(int(self.periods * period), self.min_timeout_ns)
+
+    def next_check_ns(self) -> int | None:
+        """When the next stall miss would be declared (absolute ns), or None."""
+        timeout = self.timeout_ns()
+        if self.last_ns is None or timeout is None:
+            return None
+        # After the first stall miss, one more per repeat_ns (default: its period) of silence.
+        step = int(self.repeat_ns or self.period_ns() or timeout)
+        return self.last_ns + timeout + self.stall_count * max(step, 1)
+
+    def check(self, now_ns: int) -> bool:
+        """True once per new stall period (a miss to report)."""
+        due = self.next_check_ns()
+        if due is None or now_ns < due:
+            return False
+        self.stall_count += 1
+        self.stalls += 1
+        return True
+
+
+class Level(Enum):
+    """Loop health as reported on /diagnostics."""
+
+    OK = 0
+    WARN = 1
+    ERROR = 2
+
+
+class Health:
+    """OK / WARN / ERROR from misses.
+
+    A miss makes an OK loop WARN; ``misses_to_error`` consecutive misses make it ERROR (and
+    ask for the controller to be deactivated once); ``healthy_to_ok`` consecutive healthy
+    periods bring WARN or ERROR back to OK. Going back to OK never re-activates anything.
+    """
+
+    def __init__(self, misses_to_error: int, healthy_to_ok: int) -> None:
+        if misses_to_error < 1 or healthy_to_ok < 1:
+            raise ValueError('misses_to_error and healthy_to_ok must be >= 1')
+        self.misses_to_error = misses_to_error
+        self.healthy_to_ok = healthy_to_ok
+        self.level = Level.OK
+        self.consecutive = 0
+        self.healthy_run = 0
+        self.misses = 0
+        self.healthy = 0
+
+    def miss(self) -> bool:
+        """Record a miss; True when this miss turned the loop to ERROR."""
+        self.misses += 1
+        self.consecutive += 1
+        self.healthy_run = 0
+        if self.consecutive >= self.misses_to_error and self.level is not Level.ERROR:
+            self.level = Level.ERROR
+            return True
+        if self.level is Level.OK:
+            self.level = Level.WARN
+        return False
+
+    def ok(self) -> bool:
+        """Record a healthy period; True when this one brought the loop back to OK."""
+        self.healthy += 1
+        self.consecutive = 0
+        self.healthy_run += 1
+        if self.level is not Level.OK and self.healthy_run >= self.healthy_to_ok:
+            self.level = Level.OK
+            return True
+        return False
+
+
+def header_stamp_ns(cdr: bytes | memoryview) -> int:
+    """``header.stamp`` (ns) of a serialized message whose first field is a std_msgs/Header.
+
+    Reads 8 bytes after the 4-byte CDR encapsulation instead of deserializing the message
+    (an OccupancyGrid or DiagnosticArray costs far more to convert than its stamp).
+    """
+    if len(cdr) < 12:
+        raise ValueError('serialized message too short for a header')
+    order = 'little' if cdr[1] & 1 else 'big'
+    sec = int.from_bytes(cdr[4:8], order, signed=True)
+    nanosec = int.from_bytes(cdr[8:12], order, signed=False)
+    return sec * NS_PER_S + nanosec

@@ -1,0 +1,807 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Deadline monitor: tracks every camera frame to its command and enforces the budget.
+
+Each ``camera_info`` stamp opens a frame with an absolute deadline (stamp + end-to-end
+budget); the stage outputs and the arm command, all stamped with the source camera stamp,
+close it. A dedicated thread sleeps until the earliest open deadline (it runs SCHED_FIFO
+where the OS allows it) and, when a frame's command is not out by then, publishes a safe
+stop right away: a zero twist on the arm command topic, a gripper hold, and an event on
+``/edge_loop/safe_stop``. After ``misses_to_deactivate`` consecutive misses the controller is
+deactivated through its lifecycle services (from a worker thread) and the loop reports ERROR;
+``healthy_periods_to_ok`` healthy periods later it reports OK again, but the controller comes
+back only through ``~/reactivate``. A camera or gripper input silent for ``stall_periods`` of
+its period is a miss too. See docs/deadline_monitor.md.
+
+Cost: the watched topics are taken raw by that same thread through its own wait set (on a
+helper node that no executor spins) and only their header stamps are read, so the monitor
+pays neither the executor's per-callback overhead nor deserialization; the 200 Hz gripper
+joint states are not even woken for, only drained when the thread wakes anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import queue
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import TwistStamped
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Header
+from std_srvs.srv import Trigger
+
+from edge_loop import topics
+from edge_loop.kernels.deadline import (
+    NS_PER_MS,
+    NS_PER_S,
+    CommandResult,
+    FrameTracker,
+    Health,
+    LatencyWindow,
+    Level,
+    StallWatch,
+    header_stamp_ns,
+)
+from edge_loop.lifecycle_client import LifecycleClient, LifecycleError
+from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
+
+DEFAULT_STAGES = ('object_locator', 'grasp_planner', 'occupancy_mapper', 'grasp_state',
+                  'pick_controller')
+DEFAULT_TOPICS = (topics.OBJECTS, topics.GRASP, topics.OCCUPANCY, topics.GRASP_STATE,
+                  topics.ARM_CMD)
+DEFAULT_TYPES = ('geometry_msgs/msg/PoseArray', 'geometry_msgs/msg/PolygonStamped',
+                 'nav_msgs/msg/OccupancyGrid', 'diagnostic_msgs/msg/DiagnosticArray',
+                 'geometry_msgs/msg/TwistStamped')
+_LEVEL_BYTE = {Level.OK: DiagnosticStatus.OK, Level.WARN: DiagnosticStatus.WARN,
+               Level.ERROR: DiagnosticStatus.ERROR}
+_MAX_WAIT_NS = NS_PER_S // 2       # housekeeping wake-up when nothing is due
+_SIM_TIME_POLL_NS = 5 * NS_PER_MS  # with /clock the wall-clock wait is only an estimate
+
+
+def _message_type(name: str) -> Any:
+    """'pkg/msg/Type' -> the message class."""
+    parts = name.split('/')
+    if len(parts) != 3 or parts[1] != 'msg':
+        raise ConfigError(f"message type {name!r}: expected 'package/msg/Type'")
+    try:
+        return getattr(importlib.import_module(f'{parts[0]}.msg'), parts[2])
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f'message type {name!r} not found ({exc})') from exc
+
+
+def _ms(value_ns: float) -> str:
+    return f'{value_ns / NS_PER_MS:.2f}'
+
+
+def _fmt(value: float) -> str:
+    return 'nan' if value != value else f'{value:.2f}'  # noqa: PLR0124 - NaN check
+
+
+@dataclass
+class _Input:
+    """One watched topic: its subscription on the helper node and what it means."""
+
+    topic: str
+    subscription: Any
+    msg_type: Any
+    stages: tuple[str, ...] = ()      # stage names completed by a message here
+    camera: bool = False              # opens frames
+    command: bool = False             # closes frames
+    gripper_command: bool = False     # last commanded force
+
+
+@dataclass
+class _StageStats:
+    budget_ns: int
+    topic: str
+    latency: LatencyWindow
+    over_budget: int = 0
+    reported_over: int = 0
+    last_ns: int | None = None
+
+
+class DeadlineMonitor(StageNode):
+    """Lifecycle node that enforces the loop's deadlines and reports them on /diagnostics."""
+
+    PARAMS = (
+        Param('control_rate_hz', 15.0, 'Camera / control rate (Hz): one frame per period',
+              min=0.1, max=1000.0),
+        Param('end_to_end_budget_ms', 66.0, 'Budget camera header.stamp -> command out (ms)',
+              min=0.1, max=10000.0),
+        Param('stage_names', list(DEFAULT_STAGES), 'Stages reported on /diagnostics'),
+        Param('stage_topics', list(DEFAULT_TOPICS),
+              'Output topic of each stage (stamped with its source stamp), same order'),
+        Param('stage_types', list(DEFAULT_TYPES), "Message type of each stage's topic"),
+        Param('sampled_stages', ['grasp_state'],
+              'Stages at sensor rate (not per camera frame): only the newest output is read at '
+              'each wake-up, for the latency statistics'),
+        Param('stage_budgets_ms', [30.0, 30.0, 30.0, 10.0, 10.0],
+              'Budget per stage (ms): source stamp -> output; for the command stage its own '
+              'time after the last upstream output', min=0.0),
+        Param('command_topic', topics.ARM_CMD,
+              'Arm command (geometry_msgs/TwistStamped): closes a frame; safe stops go here'),
+        Param('gripper_command_topic', topics.GRIPPER_CMD,
+              'Gripper command (sensor_msgs/JointState): last force is read, holds go here'),
+        Param('camera_info_topic', topics.CAMERA_INFO, 'Frame clock: one stamp per frame'),
+        Param('joint_states_topic', topics.JOINT_STATES,
+              'Gripper joint states: stall watch and the opening to hold'),
+        Param('misses_to_deactivate', 3, 'N consecutive misses -> deactivate the controller',
+              min=1, max=1_000_000),
+        Param('healthy_periods_to_ok', 15, 'M healthy periods -> report OK again',
+              min=1, max=1_000_000),
+        Param('stall_periods', 5, 'k periods without camera / gripper input = a miss',
+              min=1, max=10_000),
+        Param('gripper_stall_min_ms', 100.0,
+              'Floor of the gripper stall timeout (k periods at 200 Hz are only 25 ms)',
+              min=0.0, max=10000.0),
+        Param('controller_node', 'pick_controller', 'Lifecycle node deactivated after N misses'),
+        Param('transition_timeout_s', 2.0, 'Timeout of a controller lifecycle transition',
+              min=0.1, max=60.0),
+        Param('startup_grace_s', 5.0,
+              'After activation, misses count only from the first on-time command or after '
+              'this long (pipeline warm-up)', min=0.0, max=600.0),
+        Param('window', 300, 'Samples in each latency window (p50/p99)', min=10, max=100_000),
+        Param('diagnostics_period_s', 1.0, 'Period of /diagnostics (s)', min=0.05, max=60.0),
+        Param('rt_priority', 10,
+              'SCHED_FIFO priority of the deadline thread (0: do not ask for real time)',
+              min=0, max=99),
+        Param('hold_force_n', 5.0,
+              'Gripper hold force when no gripper command was seen yet (N)', min=0.0),
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__('deadline_monitor', **kwargs)
+        self._lock = threading.RLock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._inputs_node = None
+        self._inputs: list[_Input] = []
+        self._joint_sub = None
+        self._wake = None
+        self._entities: list[tuple[str, Any]] = []
+        self._controller: LifecycleClient | None = None
+        self._requests: queue.Queue[str | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._active = False
+        self._sim_time = False
+        self.rt_scheduling = 'not started'
+
+    # --- configuration --------------------------------------------------------------------
+    def configure_stage(self) -> None:
+        """Validate the budget, create publishers, the helper node and the threads."""
+        p = self.params
+        n = len(p['stage_names'])
+        for key in ('stage_topics', 'stage_types', 'stage_budgets_ms'):
+            if len(p[key]) != n:
+                raise ConfigError(f"parameter '{key}' = {p[key]!r}: expected {n} values "
+                                  '(one per stage_names entry)')
+        if len(set(p['stage_names'])) != n:
+            raise ConfigError(f"parameter 'stage_names' = {p['stage_names']!r}: duplicates")
+        self._period_ns = int(NS_PER_S / p['control_rate_hz'])
+        self._budget_ns = int(p['end_to_end_budget_ms'] * NS_PER_MS)
+        self._sim_time = bool(self.get_parameter('use_sim_time').value)
+        stage_types = [_message_type(t) for t in p['stage_types']]
+        self._reset_state()
+
+        reliable = QoSProfile(depth=10)
+        self._pub_arm = self.create_lifecycle_publisher(TwistStamped, p['command_topic'],
+                                                        reliable)
+        self._pub_gripper = self.create_lifecycle_publisher(
+            JointState, p['gripper_command_topic'], reliable)
+        self._pub_stop = self.create_lifecycle_publisher(Header, topics.SAFE_STOP, reliable)
+        self._pub_diag = self.create_lifecycle_publisher(DiagnosticArray, topics.DIAGNOSTICS,
+                                                         reliable)
+        group = ReentrantCallbackGroup()
+        self._controller = LifecycleClient(self, p['controller_node'])
+        self._srv = self.create_service(Trigger, '~/reactivate', self._on_reactivate,
+                                        callback_group=group)
+        self._diag_timer = self.create_timer(p['diagnostics_period_s'],
+                                             self._publish_diagnostics)
+        self._entities = [('publisher', self._pub_arm), ('publisher', self._pub_gripper),
+                          ('publisher', self._pub_stop), ('publisher', self._pub_diag),
+                          ('service', self._srv), ('timer', self._diag_timer)]
+
+        # The watched topics live on a helper node that no executor spins: the deadline
+        # thread takes them itself. It ignores the process's global arguments (a __node
+        # remap would rename it too), so topic names are resolved through this node.
+        self._inputs_node = rclpy.create_node(
+            f'{self.get_name()}_inputs', namespace=self.get_namespace(), context=self.context,
+            use_global_arguments=False, start_parameter_services=False)
+        # Stage outputs and commands come from our own nodes (reliable): reliable here too,
+        # so a message is not lost on the way to the monitor alone. Sensor topics (drivers
+        # may publish best effort) are read best effort, which matches either.
+        reliable_watch = QoSProfile(depth=10)
+        sensor_watch = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+        by_topic: dict[str, _Input] = {}
+
+        sampled_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+
+        def watch_topic(topic: str, msg_type: Any, sampled: bool = False,
+                        sensor: bool = False) -> _Input:
+            resolved = self.resolve_topic_name(topic)
+            entry = by_topic.get(resolved)
+            if entry is None:
+                qos = sampled_qos if sampled else sensor_watch if sensor else reliable_watch
+                sub = self._inputs_node.create_subscription(msg_type, resolved, _ignore, qos,
+                                                            raw=True)
+                entry = _Input(resolved, sub, msg_type)
+                by_topic[resolved] = entry
+            elif entry.msg_type is not msg_type:
+                raise ConfigError(f'topic {topic!r} watched with two message types')
+            return entry
+
+        from sensor_msgs.msg import CameraInfo
+        watch_topic(p['camera_info_topic'], CameraInfo, sensor=True).camera = True
+        watch_topic(p['command_topic'], TwistStamped).command = True
+        watch_topic(p['gripper_command_topic'], JointState).gripper_command = True
+        for stage, topic, msg_type in zip(p['stage_names'], p['stage_topics'], stage_types):
+            entry = watch_topic(topic, msg_type, sampled=stage in p['sampled_stages'])
+            entry.stages += (stage,)
+        self._inputs = list(by_topic.values())
+        # Joint states (>= 200 Hz) are drained only when the thread wakes anyway.
+        self._joint_sub = self._inputs_node.create_subscription(
+            JointState, self.resolve_topic_name(p['joint_states_topic']), _ignore,
+            QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT), raw=True)
+        self._joint_seq = None
+        self._wake = self._inputs_node.create_guard_condition(_ignore)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name='deadline', daemon=True)
+        self._thread.start()
+        self._worker = threading.Thread(target=self._work, name='controller', daemon=True)
+        self._worker.start()
+
+    def _reset_state(self) -> None:
+        p = self.params
+        with self._lock:
+            self._tracker = FrameTracker(self._budget_ns)
+            self._health = Health(p['misses_to_deactivate'], p['healthy_periods_to_ok'])
+            self._camera_watch = StallWatch(p['stall_periods'], period_ns=self._period_ns)
+            self._gripper_watch = StallWatch(
+                p['stall_periods'], min_timeout_ns=int(p['gripper_stall_min_ms'] * NS_PER_MS),
+                repeat_ns=self._period_ns)
+            self._stages = {
+                name: _StageStats(int(budget * NS_PER_MS), topic, LatencyWindow(p['window']))
+                for name, topic, budget in zip(p['stage_names'], p['stage_topics'],
+                                               p['stage_budgets_ms'])}
+            self._command_stage = next(
+                (name for name, topic in zip(p['stage_names'], p['stage_topics'])
+                 if self.resolve_topic_name(topic) == self.resolve_topic_name(
+                     p['command_topic'])), None)
+            self._e2e = LatencyWindow(p['window'])
+            self._detect = LatencyWindow(max(p['window'], 1000))
+            self._reaction = LatencyWindow(max(p['window'], 1000))
+            self._wake_delay = LatencyWindow(max(p['window'], 1000))
+            self._frame_stages: set[str] = set()   # stages seen completing camera frames
+            self._own_stops: deque[int] = deque(maxlen=64)
+            self._opening_m: float | None = None
+            self._joint_raw: bytes | None = None
+            self._force: float | None = None
+            self._force_raw: bytes | None = None
+            self._own_holds: deque[int] = deque(maxlen=64)
+            self._controller_enabled = True
+            self._deactivation = 'not needed'
+            self._armed = False
+            self._grace_end_ns = 0
+            self._late_commands = 0
+            self._unarmed_expired = 0
+            self._reasons: dict[str, int] = {}
+            self._frames_ok = 0
+
+    def activate_stage(self) -> None:
+        """Start enforcing (after a warm-up grace or the first on-time command)."""
+        self._reset_state()
+        with self._lock:
+            self._grace_end_ns = self._now_ns() + int(
+                self.params['startup_grace_s'] * NS_PER_S)
+            self._active = True
+        self._wake.trigger()
+
+    def deactivate_stage(self) -> None:
+        """Stop enforcing; keep the subscriptions."""
+        with self._lock:
+            self._active = False
+
+    def release(self) -> None:
+        """Stop the threads and destroy the helper node (idempotent)."""
+        self._active = False
+        self._stop.set()
+        if self._wake is not None:
+            with contextlib.suppress(Exception):
+                self._wake.trigger()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+        if self._worker is not None:
+            self._requests.put(None)
+            self._worker.join(timeout=5.0)
+            self._worker = None
+        if self._inputs_node is not None:
+            self._inputs_node.destroy_node()
+            self._inputs_node = None
+            self._inputs = []
+            self._joint_sub = None
+            self._wake = None
+        if self._controller is not None:
+            self._controller.destroy()
+            self._controller = None
+        for kind, entity in self._entities:
+            with contextlib.suppress(Exception):
+                getattr(self, f'destroy_{kind}')(entity)
+        self._entities = []
+
+    # --- time -----------------------------------------------------------------------------
+    def _now_ns(self) -> int:
+        # Without /clock the node clock is the system clock: skip rclpy's Time objects.
+        if not self._sim_time:
+            return time.time_ns()
+        return self.get_clock().now().nanoseconds
+
+    # --- the deadline thread --------------------------------------------------------------
+    def _try_realtime(self) -> str:
+        prio = self.params['rt_priority']
+        if prio <= 0:
+            return 'no (rt_priority 0)'
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
+        except (OSError, AttributeError) as exc:
+            return f'no ({exc})'
+        # The middleware's receive threads stamp the arrival of every message: one point
+        # below, so that a loaded host does not delay them (a late receive stamp is a miss).
+        others = 0
+        me = threading.get_native_id()
+        with contextlib.suppress(OSError):
+            for tid in map(int, os.listdir('/proc/self/task')):
+                if tid != me and os.sched_getscheduler(tid) == os.SCHED_OTHER:
+                    with contextlib.suppress(OSError):
+                        os.sched_setscheduler(tid, os.SCHED_FIFO,
+                                              os.sched_param(max(prio - 1, 1)))
+                        others += 1
+        return f'yes (SCHED_FIFO {prio}; {others} other threads {max(prio - 1, 1)})'
+
+    def _run(self) -> None:
+        self.rt_scheduling = self._try_realtime()
+        self.get_logger().info(f'deadline thread started; real-time scheduling: '
+                               f'{self.rt_scheduling}')
+        # On real time only the frame clock wakes the thread; everything else is drained
+        # when it wakes anyway (each message keeps its DDS receive time, so nothing is lost
+        # but the wake-ups). With /clock there is no receive time on that clock: wake on all.
+        wake_on = [e for e in self._inputs if e.camera or self._sim_time]
+        wait_set = _rclpy.WaitSet(len(wake_on), 1, 0, 0, 0, 0, self.context.handle)
+        try:
+            self._loop(wait_set, wake_on)
+        except Exception as exc:  # noqa: BLE001
+            if self._stop.is_set() or not rclpy.ok(context=self.context):
+                return   # shutting down (Ctrl-C invalidates the context under us)
+            self.get_logger().fatal(f'deadline thread died: {type(exc).__name__}: {exc}')
+            raise
+
+    def _loop(self, wait_set: Any, wake_on: list[_Input]) -> None:
+        frame_clock = [e for e in self._inputs if e.camera]
+        others = [e for e in self._inputs if not e.camera]
+        while not self._stop.is_set():
+            wait_set.clear_entities()
+            for entry in wake_on:
+                wait_set.add_subscription(entry.subscription.handle)
+            wait_set.add_guard_condition(self._wake.handle)
+            wait_ns, due = self._wait_ns()
+            wait_set.wait(wait_ns)
+            if self._stop.is_set():
+                break
+            woke = self._now_ns()
+            with self._lock:
+                if due is not None and woke >= due:
+                    self._wake_delay.add(woke - due)
+                # In receive order across topics (a command after its stages, a frame's
+                # camera_info before its outputs), as if each had woken the thread.
+                taken: list[tuple[int, int, _Input, int, bytes]] = []
+                for entry in frame_clock + others:
+                    self._drain(entry, taken)
+                taken.sort(key=lambda t: (t[0], t[1]))
+                if self._active:
+                    for receive_ns, _, entry, stamp, data in taken:
+                        self._on_message(entry, stamp, receive_ns, data)
+                self._poll_joint_states()
+                if self._active:
+                    self._enforce(self._now_ns())
+
+    def _wait_ns(self) -> tuple[int, int | None]:
+        """Relative wait until the next thing that can be due (ns), and that due time."""
+        with self._lock:
+            if not self._active:
+                return _MAX_WAIT_NS, None
+            due = [t for t in (self._tracker.next_deadline(), self._camera_watch.next_check_ns(),
+                               self._gripper_watch.next_check_ns()) if t is not None]
+            if not self._armed:
+                due.append(self._grace_end_ns)
+        if not due:
+            return _MAX_WAIT_NS, None
+        wait = min(min(due) - self._now_ns(), _MAX_WAIT_NS)
+        if self._sim_time:
+            wait = min(wait, _SIM_TIME_POLL_NS)
+        return max(wait, 0), (min(due) if wait < _MAX_WAIT_NS else None)
+
+    def _receive_ns(self, info: dict[str, Any]) -> int:
+        """Receive time on the monitor's clock: DDS receive stamp on real time, else now."""
+        received = info.get('received_timestamp') if isinstance(info, dict) else None
+        if self._sim_time or not received:
+            return self._now_ns()
+        return int(received)
+
+    def _drain(self, entry: _Input, out: list[tuple[int, int, _Input, int, bytes]]) -> None:
+        handle = entry.subscription.handle
+        while True:
+            taken = handle.take_message(entry.msg_type, True)
+            if taken is None:
+                return
+            data, info = taken
+            try:
+                stamp = header_stamp_ns(data)
+            except ValueError:
+                continue
+            out.append((self._receive_ns(info), len(out), entry, stamp, data))
+
+    def _poll_joint_states(self) -> None:
+        if self._joint_sub is None:
+            return
+        # Depth 1: only the newest sample is kept (no Python work per message at 200 Hz);
+        # the publisher's sequence numbers say how many arrived since the last poll.
+        taken = self._joint_sub.handle.take_message(JointState, True)
+        if taken is None or not self._active:
+            return
+        last, last_info = taken
+        seq = last_info.get('publication_sequence_number') if isinstance(last_info, dict) \
+            else None
+        count = 1
+        if seq is not None and self._joint_seq is not None and seq > self._joint_seq:
+            count = seq - self._joint_seq
+        self._joint_seq = seq
+        if count:
+            self._gripper_watch.seen(self._receive_ns(last_info), count)
+            self._joint_raw = last     # deserialized only when a hold needs the opening
+
+    def _last_force(self) -> float | None:
+        """Force of the last gripper command (not counting our own holds)."""
+        if self._force_raw is not None:
+            msg = deserialize_message(self._force_raw, JointState)
+            if msg.effort:
+                self._force = float(msg.effort[0])
+            self._force_raw = None
+        return self._force
+
+    def _opening(self) -> float | None:
+        """Current gripper opening (sum of the finger positions), None if never seen."""
+        self._poll_joint_states()
+        if self._joint_raw is not None:
+            msg = deserialize_message(self._joint_raw, JointState)
+            if msg.position:
+                self._opening_m = float(sum(msg.position))
+            self._joint_raw = None
+        return self._opening_m
+
+    def _on_message(self, entry: _Input, stamp: int, now: int, data: bytes) -> None:
+        if entry.camera:
+            self._on_camera(stamp, now)
+            return
+        for stage in entry.stages:
+            self._on_stage(stage, stamp, now)
+        if entry.gripper_command and stamp not in self._own_holds:
+            self._force_raw = data    # deserialized only when a hold needs the force
+        if entry.command:
+            if stamp in self._own_stops:
+                self._own_stops.remove(stamp)
+                return
+            self._on_command(stamp, now)
+
+    def _on_camera(self, stamp: int, now: int) -> None:
+        self._camera_watch.seen(now)
+        frame = self._tracker.open(stamp)
+        if frame is None or frame.command_ns is None:
+            return
+        # Its command came before its camera_info did (different topics).
+        if frame.command_ns <= frame.deadline_ns:
+            self._frame_on_time(frame.stamp_ns, frame.command_ns)
+        else:
+            self._miss(frame.stamp_ns, 'deadline_miss', frame.deadline_ns, now)
+
+    def _on_stage(self, stage: str, stamp: int, now: int) -> None:
+        stats = self._stages[stage]
+        stats.last_ns = now
+        if stage == self._command_stage:
+            return   # its own time is measured when the command closes the frame
+        latency = now - stamp
+        stats.latency.add(latency)
+        if latency > stats.budget_ns:
+            stats.over_budget += 1
+        if self._tracker.last_stamp_ns is not None and stamp >= (
+                self._tracker.last_stamp_ns - 4 * self._budget_ns):
+            self._tracker.stage_done(stage, stamp, now)
+
+    def _on_command(self, stamp: int, now: int) -> None:
+        result, frame = self._tracker.command(stamp, now)
+        if result is CommandResult.ON_TIME:
+            self._frame_on_time(stamp, now, frame)
+        elif result is CommandResult.LATE:
+            self._late_commands += 1
+
+    def _frame_on_time(self, stamp: int, now: int, frame: Any = None) -> None:
+        self._armed = True
+        self._frames_ok += 1
+        self._e2e.add(now - stamp)
+        if self._command_stage is not None:
+            upstream = [t for s, t in (frame.stages.items() if frame else ())
+                        if s != self._command_stage]
+            self._frame_stages.update(s for s in (frame.stages if frame else ())
+                                      if s != self._command_stage)
+            own = now - max(upstream) if upstream else now - stamp
+            stats = self._stages[self._command_stage]
+            stats.latency.add(own)
+            if own > stats.budget_ns:
+                stats.over_budget += 1
+        self._healthy()
+
+    def _healthy(self) -> None:
+        if self._health.ok():
+            note = ('' if self._controller_enabled else
+                    f"; '{self.params['controller_node']}' stays inactive until ~/reactivate")
+            self.get_logger().info(f'loop healthy for {self._health.healthy_to_ok} periods: '
+                                   f'OK{note}')
+
+    def _enforce(self, now: int) -> None:
+        """Declare every miss that is due at ``now``."""
+        enforcing = self._armed or now >= self._grace_end_ns
+        if enforcing and not self._armed:
+            self._armed = True
+            self.get_logger().warn('no on-time command within startup_grace_s: enforcing')
+        for frame in self._tracker.expire(now):
+            if not enforcing:
+                self._unarmed_expired += 1
+            elif not self._controller_enabled and self._pipeline_ok(frame):
+                self._healthy()
+            else:
+                self._miss(frame.stamp_ns, 'deadline_miss', frame.deadline_ns, now)
+        if not enforcing:
+            return
+        due = self._camera_watch.next_check_ns()
+        if self._camera_watch.check(now):
+            self._miss(now, 'camera_stall', due, now)
+        due = self._gripper_watch.next_check_ns()
+        if due is not None and now >= due:
+            self._poll_joint_states()   # drained only now: it may have come after all
+            due = self._gripper_watch.next_check_ns()
+            if self._gripper_watch.check(now):
+                watch = self._gripper_watch
+                self.get_logger().warn(
+                    f'gripper joint states silent for {_ms(now - watch.last_ns)} ms (period '
+                    f'{_ms(watch.period_ns() or 0)} ms)', throttle_duration_sec=1.0)
+                self._miss(now, 'gripper_stall', due, now)
+
+    def _pipeline_ok(self, frame: Any) -> bool:
+        """With the controller off, a frame is healthy when every stage met the deadline."""
+        return all(frame.stages.get(s, frame.deadline_ns + 1) <= frame.deadline_ns
+                   for s in self._frame_stages)
+
+    def _miss(self, stamp: int, reason: str, deadline: int, detected: int) -> None:
+        """Safe stop now, then the bookkeeping."""
+        self._detect.add(max(0, detected - deadline))
+        t0 = self._now_ns()
+        self._publish_safe_stop(stamp, reason)
+        self._reaction.add(self._now_ns() - t0)
+        self._reasons[reason] = self._reasons.get(reason, 0) + 1
+        to_error = self._health.miss()
+        self.get_logger().warn(
+            f'{reason}: frame {stamp / NS_PER_S:.3f} (consecutive misses '
+            f'{self._health.consecutive}); safe stop published', throttle_duration_sec=1.0)
+        if to_error and self._controller_enabled:
+            self._controller_enabled = False
+            self._deactivation = 'requested'
+            self.get_logger().error(
+                f'{self._health.consecutive} consecutive misses: deactivating '
+                f"'{self.params['controller_node']}' (ERROR)")
+            self._requests.put('deactivate')
+
+    def _publish_safe_stop(self, stamp: int, reason: str) -> None:
+        sec, nanosec = divmod(stamp, NS_PER_S)
+        header = Header(frame_id=self.params['world_frame'])
+        header.stamp.sec, header.stamp.nanosec = int(sec), int(nanosec)
+        self._own_stops.append(stamp)
+        self._pub_arm.publish(TwistStamped(header=header))
+        opening = self._opening()
+        if opening is not None:
+            force = self._last_force()
+            hold = JointState(header=Header(stamp=header.stamp), name=['gripper'],
+                              position=[opening],
+                              effort=[force if force is not None else self.params['hold_force_n']])
+            self._own_holds.append(stamp)
+            self._pub_gripper.publish(hold)
+        self._pub_stop.publish(Header(stamp=header.stamp, frame_id=reason))
+
+    # --- controller lifecycle (worker thread / service) ------------------------------------
+    def _work(self) -> None:
+        while True:
+            request = self._requests.get()
+            if request is None:
+                return
+            controller = self._controller
+            if controller is None:
+                continue
+            try:
+                controller.transition('deactivate', self.params['transition_timeout_s'])
+                result = 'done'
+                self.get_logger().error(
+                    f"'{controller.target}' deactivated after consecutive deadline misses; "
+                    'call ~/reactivate when the loop is OK')
+            except LifecycleError as exc:
+                result = f'failed: {exc}'
+                self.get_logger().error(f'could not deactivate the controller: {exc}')
+            except Exception as exc:  # noqa: BLE001 - e.g. the context is shutting down
+                if self._stop.is_set() or not rclpy.ok(context=self.context):
+                    return
+                result = f'failed: {type(exc).__name__}: {exc}'
+                self.get_logger().error(f'could not deactivate the controller: {result}')
+            with self._lock:
+                self._deactivation = result
+
+    def _on_reactivate(self, request: Trigger.Request,
+                       response: Trigger.Response) -> Trigger.Response:
+        controller = self._controller
+        with self._lock:
+            level, run = self._health.level, self._health.healthy_run
+            need = self._health.healthy_to_ok
+        if controller is None or not self._active:
+            response.success, response.message = False, 'monitor is not active'
+            return response
+        if level is Level.ERROR:
+            response.success = False
+            response.message = (f'loop not healthy yet ({run}/{need} healthy periods); '
+                                f"'{controller.target}' stays inactive")
+            return response
+        try:
+            if controller.get_state(self.params['transition_timeout_s']) != 'active':
+                controller.transition('activate', self.params['transition_timeout_s'])
+        except LifecycleError as exc:
+            response.success, response.message = False, f'reactivation failed: {exc}'
+            self.get_logger().error(response.message)
+            return response
+        with self._lock:
+            self._controller_enabled = True
+            self._deactivation = 'not needed'
+            # the controller needs a moment to answer frames again: re-arm like at start
+            self._armed = False
+            self._grace_end_ns = self._now_ns() + int(
+                self.params['startup_grace_s'] * NS_PER_S)
+        response.success = True
+        response.message = f"'{controller.target}' reactivated"
+        self.get_logger().info(response.message)
+        return response
+
+    # --- diagnostics ----------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """Loop numbers as a dict (also used by the benchmark and tests in-process)."""
+        with self._lock:
+            return {
+                'state': self._health.level.name,
+                'frames': self._tracker.opened,
+                'frames_ok': self._frames_ok,
+                'misses': self._health.misses,
+                'consecutive_misses': self._health.consecutive,
+                'healthy_run': self._health.healthy_run,
+                'late_commands': self._late_commands,
+                'unenforced_frames': self._unarmed_expired,
+                'camera_stalls': self._camera_watch.stalls,
+                'gripper_stalls': self._gripper_watch.stalls,
+                'e2e_p50_ms': self._e2e.percentile_ms(50),
+                'e2e_p99_ms': self._e2e.percentile_ms(99),
+                'detect_p50_ms': self._detect.percentile_ms(50),
+                'detect_p99_ms': self._detect.percentile_ms(99),
+                'detect_max_ms': self._detect.max_ms(),
+                'wake_p50_ms': self._wake_delay.percentile_ms(50),
+                'wake_p99_ms': self._wake_delay.percentile_ms(99),
+                'reaction_p50_ms': self._reaction.percentile_ms(50),
+                'reaction_p99_ms': self._reaction.percentile_ms(99),
+                'controller': 'enabled' if self._controller_enabled
+                else 'deactivated by monitor',
+                'deactivation': self._deactivation,
+                'armed': self._armed,
+            }
+
+    def _publish_diagnostics(self) -> None:
+        if not self._active:
+            return
+        name = self.get_name()
+        array = DiagnosticArray()
+        array.header.stamp = self.get_clock().now().to_msg()
+        now = self._now_ns()
+        with self._lock:
+            for stage, stats in self._stages.items():
+                status = DiagnosticStatus(name=f'{name}: {stage}', hardware_id='edge_loop')
+                p50, p99 = stats.latency.percentile_ms(50), stats.latency.percentile_ms(99)
+                over_new = stats.over_budget > stats.reported_over
+                stats.reported_over = stats.over_budget
+                status.level = DiagnosticStatus.WARN if over_new else DiagnosticStatus.OK
+                status.message = ('no output yet' if not len(stats.latency) else
+                                  f'p50 {p50:.1f} ms, p99 {p99:.1f} ms, budget '
+                                  f'{stats.budget_ns / NS_PER_MS:.0f} ms')
+                age = 'never' if stats.last_ns is None else _ms(now - stats.last_ns)
+                status.values = [
+                    KeyValue(key='latency_p50_ms', value=_fmt(p50)),
+                    KeyValue(key='latency_p99_ms', value=_fmt(p99)),
+                    KeyValue(key='budget_ms', value=_ms(stats.budget_ns)),
+                    KeyValue(key='over_budget', value=str(stats.over_budget)),
+                    KeyValue(key='samples', value=str(stats.latency.total)),
+                    KeyValue(key='last_output_age_ms', value=age),
+                    KeyValue(key='topic', value=stats.topic),
+                ]
+                array.status.append(status)
+            snap = self.snapshot()
+            level = self._health.level
+            reasons = dict(self._reasons)
+        loop = DiagnosticStatus(name=f'{name}: loop', hardware_id='edge_loop',
+                                level=_LEVEL_BYTE[level])
+        if level is Level.OK:
+            loop.message = 'all deadlines met' if not snap['misses'] else (
+                f"OK ({snap['misses']} misses in total)")
+        elif level is Level.WARN:
+            loop.message = f"deadline misses ({snap['consecutive_misses']} consecutive)"
+        else:
+            loop.message = (f"ERROR: controller {snap['controller']} "
+                            f"(deactivation {snap['deactivation']})")
+        values = {
+            'state': snap['state'],
+            'e2e_p50_ms': _fmt(snap['e2e_p50_ms']),
+            'e2e_p99_ms': _fmt(snap['e2e_p99_ms']),
+            'budget_ms': _ms(self._budget_ns),
+            'period_ms': _ms(self._period_ns),
+            'frames': snap['frames'],
+            'misses': snap['misses'],
+            'consecutive_misses': snap['consecutive_misses'],
+            'healthy_periods': snap['healthy_run'],
+            'late_commands': snap['late_commands'],
+            'unenforced_frames': snap['unenforced_frames'],
+            'camera_stalls': snap['camera_stalls'],
+            'gripper_stalls': snap['gripper_stalls'],
+            'detect_delay_p50_ms': _fmt(snap['detect_p50_ms']),
+            'detect_delay_p99_ms': _fmt(snap['detect_p99_ms']),
+            'detect_delay_max_ms': _fmt(snap['detect_max_ms']),
+            'detect_samples': str(self._detect.total),
+            'wake_delay_p50_ms': _fmt(snap['wake_p50_ms']),
+            'wake_delay_p99_ms': _fmt(snap['wake_p99_ms']),
+            'reaction_p50_ms': _fmt(snap['reaction_p50_ms']),
+            'reaction_p99_ms': _fmt(snap['reaction_p99_ms']),
+            'controller': snap['controller'],
+            'deactivation': snap['deactivation'],
+            'rt_scheduling': self.rt_scheduling,
+            'enforcing': 'yes' if snap['armed'] else 'no (startup grace)',
+        }
+        values.update({f'misses_{k}': v for k, v in reasons.items()})
+        loop.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
+        array.status.append(loop)
+        self._pub_diag.publish(array)
+
+
+def _ignore(*_args: Any) -> None:
+    """Callback of the helper node's entities: never called (no executor spins it)."""
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the deadline monitor (lifecycle: configure + activate to start enforcing)."""
+    # Bound how long the deadline thread can wait for the GIL when it wakes up.
+    sys.setswitchinterval(0.001)
+    return run_node(DeadlineMonitor, args, executor_cls=MultiThreadedExecutor)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

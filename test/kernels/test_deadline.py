@@ -1,0 +1,184 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Deadline bookkeeping: frames, misses, stalls and the OK/WARN/ERROR state machine."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from geometry_msgs.msg import TwistStamped
+from nav_msgs.msg import OccupancyGrid
+from rclpy.serialization import serialize_message
+
+from edge_loop.kernels.deadline import (
+    NS_PER_MS,
+    CommandResult,
+    FrameTracker,
+    Health,
+    LatencyWindow,
+    Level,
+    StallWatch,
+    header_stamp_ns,
+)
+
+MS = NS_PER_MS
+BUDGET = 66 * MS
+PERIOD = 66_666_667
+
+
+def test_latency_window_percentiles_and_size():
+    window = LatencyWindow(size=100)
+    assert math.isnan(window.percentile_ms(50))
+    for i in range(1, 201):
+        window.add(i * MS)
+    assert len(window) == 100 and window.total == 200
+    assert window.percentile_ms(50) == pytest.approx(150.5)
+    assert window.percentile_ms(99) == pytest.approx(199.01)
+    assert window.max_ms() == 200.0
+
+
+def test_on_time_command_closes_frame_without_miss():
+    tracker = FrameTracker(BUDGET)
+    frame = tracker.open(1000 * MS)
+    assert frame.deadline_ns == 1066 * MS
+    assert tracker.next_deadline() == 1066 * MS
+    tracker.stage_done('object_locator', 1000 * MS, 1020 * MS)
+    result, closed = tracker.command(1000 * MS, 1066 * MS)   # exactly at the deadline: on time
+    assert result is CommandResult.ON_TIME
+    assert closed.stages == {'object_locator': 1020 * MS}
+    assert tracker.expire(2000 * MS) == []
+    assert tracker.next_deadline() is None
+
+
+def test_missing_command_expires_at_deadline_and_late_command_is_late():
+    tracker = FrameTracker(BUDGET)
+    tracker.open(1000 * MS)
+    tracker.open(1066 * MS)
+    assert tracker.expire(1065 * MS) == []
+    missed = tracker.expire(1066 * MS)
+    assert [f.stamp_ns for f in missed] == [1000 * MS]
+    assert tracker.next_deadline() == 1132 * MS
+    result, _ = tracker.command(1000 * MS, 1070 * MS)
+    assert result is CommandResult.LATE
+    result, _ = tracker.command(1000 * MS, 1071 * MS)
+    assert result is CommandResult.DUPLICATE
+
+
+def test_command_after_deadline_before_expire_is_still_a_miss():
+    tracker = FrameTracker(BUDGET)
+    tracker.open(1000 * MS)
+    result, frame = tracker.command(1000 * MS, 1067 * MS)
+    assert result is CommandResult.LATE and frame.command_ns == 1067 * MS
+    assert [f.stamp_ns for f in tracker.expire(1067 * MS)] == [1000 * MS]
+
+
+def test_command_before_its_camera_stamp_is_matched_later():
+    tracker = FrameTracker(BUDGET)
+    tracker.open(900 * MS)
+    result, _ = tracker.command(1000 * MS, 1010 * MS)
+    assert result is CommandResult.EARLY
+    tracker.stage_done('grasp_planner', 1000 * MS, 1005 * MS)
+    frame = tracker.open(1000 * MS)
+    assert frame.command_ns == 1010 * MS and frame.stages == {'grasp_planner': 1005 * MS}
+    assert [f.stamp_ns for f in tracker.expire(5000 * MS)] == [900 * MS]
+
+
+def test_repeated_stamp_ignored_and_time_jump_back_resets():
+    tracker = FrameTracker(BUDGET)
+    assert tracker.open(1000 * MS) is not None
+    assert tracker.open(1000 * MS) is None
+    assert tracker.open(10 * MS) is not None          # bag restarted
+    assert tracker.open_count == 1
+    assert tracker.next_deadline() == 76 * MS
+
+
+def test_unknown_command_for_old_stamp():
+    tracker = FrameTracker(BUDGET)
+    tracker.open(1000 * MS)
+    result, _ = tracker.command(500 * MS, 1001 * MS)
+    assert result is CommandResult.UNKNOWN
+
+
+def test_open_frames_are_bounded():
+    tracker = FrameTracker(BUDGET, max_open=4)
+    for i in range(10):
+        tracker.open((i + 1) * MS)
+    assert tracker.open_count == 4 and tracker.dropped == 6
+
+
+def test_stall_watch_fixed_period():
+    watch = StallWatch(periods=5, period_ns=PERIOD)
+    assert not watch.check(10**12)                      # never seen: nothing expected yet
+    watch.seen(0)
+    assert not watch.check(5 * PERIOD - 1)
+    assert watch.check(5 * PERIOD)
+    assert not watch.check(5 * PERIOD + 1)             # once per period
+    assert watch.check(6 * PERIOD)
+    watch.seen(7 * PERIOD)
+    assert watch.stall_count == 0 and watch.stalls == 2
+    assert not watch.check(11 * PERIOD)
+
+
+def test_stall_watch_estimates_rate_with_floor():
+    watch = StallWatch(periods=5, min_timeout_ns=50 * MS)
+    watch.seen(0)
+    assert watch.timeout_ns() is None
+    for i in range(1, 50):
+        watch.seen(i * 5 * MS)                          # 200 Hz
+    assert watch.period_ns() == pytest.approx(5 * MS)
+    assert watch.timeout_ns() == 50 * MS               # 5 periods = 25 ms, floor wins
+    last = 49 * 5 * MS
+    assert not watch.check(last + 49 * MS)
+    assert watch.check(last + 50 * MS)
+    assert not watch.check(last + 51 * MS)
+    watch.repeat_ns = PERIOD                          # repeats once per control period
+    assert not watch.check(last + 50 * MS + PERIOD - 1)
+    assert watch.check(last + 50 * MS + PERIOD)
+    # several messages taken in one poll count as several periods
+    watch2 = StallWatch(periods=5)
+    watch2.seen(0)
+    watch2.seen(100 * MS, count=10)
+    assert watch2.period_ns() == pytest.approx(10 * MS)
+
+
+def test_health_state_machine():
+    health = Health(misses_to_error=3, healthy_to_ok=4)
+    assert health.level is Level.OK
+    assert not health.miss()
+    assert health.level is Level.WARN
+    for _ in range(4):
+        health.ok()
+    assert health.level is Level.OK
+    assert not health.miss() and not health.miss()
+    assert health.miss()                                # third in a row: ERROR, deactivate once
+    assert health.level is Level.ERROR
+    assert not health.miss()                            # still ERROR, no second deactivation
+    for _ in range(3):
+        assert not health.ok()
+    assert health.level is Level.ERROR
+    assert not health.miss()                            # a miss restarts the healthy count
+    for _ in range(3):
+        health.ok()
+    assert health.level is Level.ERROR
+    assert health.ok()
+    assert health.level is Level.OK
+    assert health.misses == 6 and health.consecutive == 0
+
+
+def test_health_rejects_bad_limits():
+    with pytest.raises(ValueError):
+        Health(0, 1)
+
+
+@pytest.mark.parametrize('msg', [TwistStamped(), OccupancyGrid()])
+def test_header_stamp_from_serialized_message(msg):
+    msg.header.stamp.sec = 1_796_000_000
+    msg.header.stamp.nanosec = 123_456_789
+    msg.header.frame_id = 'world'
+    assert header_stamp_ns(serialize_message(msg)) == 1_796_000_000_123_456_789
+
+
+def test_header_stamp_too_short():
+    with pytest.raises(ValueError):
+        header_stamp_ns(b'\x00\x01\x00\x00')

@@ -1,0 +1,232 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Replay regression: the embedded scenario bags through the full graph.
+
+The graph is edge-loop up's description: one process per node, frames over shared memory.
+Lock-step replay checks correctness against the bags' ground truth; real-time replay (with
+the deadline monitor) checks the latency budget. Gates and tolerances: config/regression.yaml.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PolygonStamped, PoseArray, PoseStamped, TwistStamped
+from nav_msgs.msg import OccupancyGrid
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from std_msgs.msg import Bool, Header
+
+from edge_loop import bringup, regression, topics
+from edge_loop.bags import read_messages
+from edge_loop.images import image_to_array
+from edge_loop.kernels.camera import Extrinsics, Intrinsics
+from edge_loop.launcher import Graph
+from edge_loop.paths import config_path, data_dir, share_dir
+from edge_loop.stats import percentiles
+from edge_loop.testing import ros_harness
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+CFG = yaml.safe_load(config_path('regression.yaml').read_text())
+GATES = CFG['gates']
+PARAMS = yaml.safe_load(config_path('pick.yaml').read_text())['/**']['ros__parameters']
+EXT = Extrinsics.from_params(PARAMS['camera_position'], PARAMS['camera_orientation'])
+
+
+def _ns(stamp) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+@dataclass
+class Outputs:
+    """What the graph published during one replay."""
+
+    objects: dict[int, np.ndarray] = field(default_factory=dict)
+    targets: dict[int, np.ndarray] = field(default_factory=dict)
+    grasps: dict[int, np.ndarray | None] = field(default_factory=dict)
+    grids: dict[int, np.ndarray] = field(default_factory=dict)
+    commands: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)
+    states: list[str] = field(default_factory=list)
+    safe_stops: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    topic_types: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _truth(bag: Path):
+    truth: dict[int, regression.FrameTruth] = {}
+    tcp_at: dict[int, np.ndarray] = {}
+    last_tcp = None
+    intr = None
+    parts: dict[int, dict] = {}
+    for topic, _, msg in read_messages(bag):
+        if topic == topics.TCP_POSE:
+            p = msg.pose.position
+            last_tcp = np.array([p.x, p.y, p.z])
+            continue
+        stamp = _ns(msg.header.stamp) if hasattr(msg, 'header') else None
+        if topic == topics.CAMERA_INFO:
+            intr = Intrinsics.from_k(msg.k, msg.width, msg.height)
+            if last_tcp is not None:
+                tcp_at[stamp] = last_tcp
+        elif topic == topics.SIM_OBJECTS:
+            parts.setdefault(stamp, {})['c'] = np.array(
+                [[p.position.x, p.position.y, p.position.z] for p in msg.poses]).reshape(-1, 3)
+        elif topic == topics.SIM_MASK:
+            parts.setdefault(stamp, {})['m'] = np.array(image_to_array(msg))
+        elif topic == topics.SIM_OCCUPANCY:
+            parts.setdefault(stamp, {})['o'] = np.asarray(msg.data, dtype=np.int8).reshape(
+                msg.info.height, msg.info.width) >= 50
+    for stamp, p in parts.items():
+        if 'c' in p:
+            truth[stamp] = regression.FrameTruth(stamp, p['c'], p.get('m'), p.get('o'))
+    return truth, tcp_at, intr
+
+
+def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool) -> Outputs:
+    bag_params = {'mode': 'timed' if realtime else 'lockstep', 'restamp': realtime,
+                  'wait_topics': [topics.CAMERA_INFO], 'lockstep_timeout_s': 20.0,
+                  'start_delay_s': 1.0}
+    nodes = bringup.graph('bag', bag=str(bag), transport='shm', monitor=realtime,
+                          extra={'bag_player': bag_params})
+    graph = Graph(nodes, bringup.default_params_file(), tmp_path / 'logs', env=ros_domain[1])
+    out = Outputs()
+    with ros_harness(ros_domain[0]) as h:
+        clock = h.node.get_clock()
+
+        def record(kind):
+            def cb(msg):
+                out.counts[kind] = out.counts.get(kind, 0) + 1
+                stamp = _ns(msg.header.stamp)
+                if kind == 'objects':
+                    out.objects[stamp] = np.array(
+                        [[p.position.x, p.position.y, p.position.z] for p in msg.poses]
+                    ).reshape(-1, 3)
+                elif kind == 'object':
+                    p = msg.pose.position
+                    out.targets[stamp] = np.array([p.x, p.y, p.z])
+                elif kind == 'grasp':
+                    pts = msg.polygon.points
+                    out.grasps[stamp] = (np.array([[q.x, q.y, q.z] for q in pts])
+                                         if pts else None)
+                elif kind == 'occupancy':
+                    out.grids[stamp] = np.asarray(msg.data, dtype=np.int8).reshape(
+                        msg.info.height, msg.info.width)
+                elif kind == 'command':
+                    lin = msg.twist.linear
+                    out.commands.append((stamp, np.array([lin.x, lin.y, lin.z])))
+                    out.latencies_ms.append((clock.now().nanoseconds - stamp) / 1e6)
+                elif kind == 'state' and msg.status:
+                    out.states.append(msg.status[0].message)
+                elif kind == 'safe_stop':
+                    out.safe_stops += 1
+            return cb
+
+        for kind, cls, topic in (('objects', PoseArray, topics.OBJECTS),
+                                 ('object', PoseStamped, topics.OBJECT),
+                                 ('grasp', PolygonStamped, topics.GRASP),
+                                 ('occupancy', OccupancyGrid, topics.OCCUPANCY),
+                                 ('command', TwistStamped, topics.ARM_CMD),
+                                 ('state', DiagnosticArray, topics.GRASP_STATE),
+                                 ('safe_stop', Header, topics.SAFE_STOP)):
+            h.subscribe(cls, topic, record(kind), QoSProfile(depth=200))
+        done = h.collect(Bool, '/bag_player/done',
+                         QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        try:
+            graph.start()
+            graph.wait_active(120.0)
+            h.wait_until(lambda: bool(done) or bool(graph.dead()), 300.0, 'end of the bag')
+            out.topic_types = dict(h.node.get_topic_names_and_types())
+            assert not graph.dead(), f'node process(es) died: {graph.dead()}'
+            time.sleep(1.0)  # outputs of the last frame are still in flight
+        finally:
+            codes = graph.stop()
+    assert all(c in (0, None) for c in codes.values()), f'unclean exit codes: {codes}'
+    return out
+
+
+def _bag(name: str) -> Path:
+    path = data_dir() / 'scenarios' / name
+    if not path.exists():
+        pytest.fail(f'embedded scenario bag {path} is missing (make record-default)')
+    return path
+
+
+@pytest.mark.parametrize('scenario', CFG['lockstep_scenarios'])
+def test_lockstep_replay_is_correct(ros_domain, tmp_path, scenario):
+    bag = _bag(scenario)
+    truth, tcp_at, intr = _truth(bag)
+    out = _replay(ros_domain, tmp_path, bag, realtime=False)
+    frames = sorted(truth)
+    failures = []
+    # One answer per input frame from every stage.
+    for kind, got in (('object_locator', out.objects), ('grasp_planner', out.grasps),
+                      ('occupancy_mapper', out.grids)):
+        missing = [s for s in frames if s not in got]
+        if missing:
+            failures.append(f'{scenario}: {kind} answered {len(frames) - len(missing)} of '
+                            f'{len(frames)} frames; first missing {missing[0]}')
+    failures += regression.object_gate(out.objects, truth, GATES, scenario)
+    failures += regression.grasp_gate(out.grasps, truth, intr, EXT, GATES, scenario)
+    last = frames[-1]
+    failures += regression.occupancy_gate(out.grids.get(last), truth[last].occupancy, GATES,
+                                          scenario, last)
+    grid_origin = tuple(PARAMS.get('grid_origin', (-0.30, -0.225)))
+    failures += regression.command_gate(out.commands, tcp_at, out.targets,
+                                        truth[last].occupancy, grid_origin, 0.005, 1 / 15.0,
+                                        GATES, scenario)
+    expected = GATES['expected_grasp_states'].get(scenario)
+    if expected:
+        failures += regression.grasp_state_gate(out.states, expected, scenario)
+    assert not failures, '\n'.join(failures)
+
+
+RVIZ_TYPES = {
+    'rviz_default_plugins/Image': 'sensor_msgs/msg/Image',
+    'rviz_default_plugins/Map': 'nav_msgs/msg/OccupancyGrid',
+    'rviz_default_plugins/Pose': 'geometry_msgs/msg/PoseStamped',
+    'rviz_default_plugins/PoseArray': 'geometry_msgs/msg/PoseArray',
+    'rviz_default_plugins/Polygon': 'geometry_msgs/msg/PolygonStamped',
+    'rviz_default_plugins/MarkerArray': 'visualization_msgs/msg/MarkerArray',
+}
+
+
+def _rviz_failures(topic_types: dict[str, list[str]]) -> list[str]:
+    """rviz2 cannot run here: every display's topic must exist with the type it expects."""
+    rviz = yaml.safe_load((share_dir() / 'rviz' / 'pick.rviz').read_text())
+    manager = rviz['Visualization Manager']
+    failures = []
+    if manager['Global Options']['Fixed Frame'] != 'world':
+        failures.append('rviz: fixed frame is not world')
+    for display in manager['Displays']:
+        if 'Topic' not in display:
+            continue
+        topic, cls = display['Topic']['Value'], display['Class']
+        if cls not in RVIZ_TYPES:
+            failures.append(f'rviz display {display["Name"]}: unknown class {cls}')
+        elif topic not in topic_types:
+            failures.append(f'rviz display {display["Name"]}: nobody publishes {topic}')
+        elif RVIZ_TYPES[cls] not in topic_types[topic]:
+            failures.append(f'rviz display {display["Name"]}: {topic} has '
+                            f'{topic_types[topic]}, expected {RVIZ_TYPES[cls]}')
+    return failures
+
+
+def test_realtime_replay_meets_the_budget_and_feeds_rviz(ros_domain, tmp_path):
+    scenario = CFG['realtime_scenario']
+    out = _replay(ros_domain, tmp_path, _bag(scenario), realtime=True)
+    assert not _rviz_failures(out.topic_types), '\n'.join(_rviz_failures(out.topic_types))
+    assert out.latencies_ms, 'no commands in real-time replay'
+    p50, p99 = percentiles(out.latencies_ms)
+    assert p99 <= GATES['end_to_end_p99_ms'], (
+        f'{scenario}: end-to-end p99 {p99:.1f} ms > {GATES["end_to_end_p99_ms"]} ms '
+        f'(p50 {p50:.1f} ms over {len(out.latencies_ms)} commands)')
+    assert out.safe_stops <= GATES['max_deadline_misses'], (
+        f'{scenario}: {out.safe_stops} safe stops (deadline misses) in nominal replay')
+
