@@ -95,7 +95,9 @@ class BagPlayer(StageNode):
             raise ConfigError(f"parameter 'bag' = {self.params['bag']!r}: bag has no messages")
         bag_topics = self._reader.topics
         if self.params['transport'] == 'shm' and all(t in bag_topics for t in CAMERA_TOPICS):
-            self._writer = FrameWriter(self, transport='shm', channel=self.params['frame_channel'])
+            width, height = self._frame_size()
+            self._writer = FrameWriter(self, transport='shm', channel=self.params['frame_channel'],
+                                       max_width=width, max_height=height)
             if self._writer.transport != 'shm':   # fell back: replay the recorded messages
                 self._writer.close()
                 self._writer = None
@@ -122,6 +124,14 @@ class BagPlayer(StageNode):
         self.get_logger().info(
             f"bag {self.params['bag']}: {self._reader.message_count} messages on "
             f'{len(self._topic_pubs)} topics, mode {self.params["mode"]}')
+
+    def _frame_size(self) -> tuple[int, int]:
+        """Size of the bag's camera frames (sizes the shared-memory pool)."""
+        assert self._reader is not None
+        for item in self._reader.messages([topics.CAMERA_INFO]):
+            info = deserialize_message(item.data, message_class(item.msgtype))
+            return max(1, int(info.width)), max(1, int(info.height))
+        return 1920, 1080
 
     def activate_stage(self) -> None:
         self._stop.clear()

@@ -127,8 +127,10 @@ class SimRobot(StageNode):
         pub = self.create_lifecycle_publisher
         # Camera frames go through the frame channel: written once into a shared-memory loan
         # (transport shm), or as Image topics (transport ros); camera_info on ROS either way.
+        intr = self.world.intrinsics if self.world is not None else None
+        size = {} if intr is None else {'max_width': intr.width, 'max_height': intr.height}
         self._writer = FrameWriter(self, transport=self.params['transport'],
-                                   channel=self.params['frame_channel'])
+                                   channel=self.params['frame_channel'], **size)
         self._pubs = {
             'joints': pub(JointState, topics.JOINT_STATES, STATE_QOS),
             'tcp': pub(PoseStamped, topics.TCP_POSE, STATE_QOS),

@@ -1,0 +1,159 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""frame_ingest: a ROS camera driver's frames into shared memory, with exactly one copy.
+
+Inputs: the contract's ``/camera/color/image_raw``, ``/camera/aligned_depth_to_color/image_raw``
+and ``/camera/color/camera_info`` from a driver (RealSense-style; remap for others), paired by
+stamp (exact, or within ``sync_tolerance_ms``). Each pair is copied once into an iceoryx2 loan
+on ``frame_channel`` (:class:`edge_loop.transport.FrameWriter`) and announced on
+``/edge_loop/frames``; the stages then read it in place. The writer does not republish Images
+or camera_info: the driver already does. Bad input (unsupported encoding, colour and depth of
+different sizes) is skipped with a throttled warning and counted on ``/diagnostics``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+
+from edge_loop import topics
+from edge_loop.images import COLOR_ENCODINGS, DEPTH_ENCODINGS
+from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
+
+WARN_PERIOD_S = 2.0
+
+
+class FrameIngestNode(StageNode):
+    """Lifecycle node copying driver frames into shared-memory loans."""
+
+    PARAMS = (
+        Param('max_width', 1920, 'Largest frame width the channel accepts (pixels)', min=1,
+              max=8192),
+        Param('max_height', 1080, 'Largest frame height the channel accepts (pixels)', min=1,
+              max=8192),
+        Param('sync_tolerance_ms', 0.0,
+              'Pair colour/depth/camera_info whose stamps differ by up to this (0: exact)',
+              min=0.0, max=50.0),
+        Param('driver_qos', 'reliable', 'QoS of the driver topics', choices=('reliable',
+                                                                            'best_effort')),
+        Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
+              max=60.0),
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__('frame_ingest', **kwargs)
+        self._writer: Any = None
+        self._reader: Any = None
+        self._diag_pub: Any = None
+        self._timer: Any = None
+        self.ingested = 0
+        self.skipped = 0
+        self._last_warn = 0.0
+
+    def configure_stage(self) -> None:
+        """Open the shared-memory channel (fails when shared memory cannot be used)."""
+        from edge_loop.transport import FrameWriter
+
+        if self.params['transport'] != 'shm':
+            raise ConfigError("frame_ingest only makes sense with transport 'shm' (with 'ros' "
+                              'the stages read the driver topics directly)')
+        self._writer = FrameWriter(self, 'shm', self.params['frame_channel'],
+                                   self.params['max_width'], self.params['max_height'],
+                                   image_topics=False, camera_info_topic=False)
+        if self._writer.transport != 'shm':
+            self._writer.close()
+            self._writer = None
+            raise ConfigError('shared memory is not available on this host')
+        self._diag_pub = self.create_lifecycle_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
+
+    def activate_stage(self) -> None:
+        """Subscribe to the driver."""
+        from edge_loop.transport import FrameReader
+
+        tolerance_ns = int(self.params['sync_tolerance_ms'] * 1e6)
+        self._reader = FrameReader(self, 'ros', callback=self._ingest,
+                                   qos=self.params['driver_qos'], sync_tolerance_ns=tolerance_ns)
+        self._timer = self.create_timer(self.params['diagnostics_period_s'], self._summary)
+
+    def deactivate_stage(self) -> None:
+        """Stop ingesting."""
+        self._stop_reader()
+
+    def _stop_reader(self) -> None:
+        if self._timer is not None:
+            self.destroy_timer(self._timer)
+            self._timer = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def release(self) -> None:
+        """Close the channel and the subscriptions (idempotent)."""
+        self._stop_reader()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._diag_pub is not None:
+            self.destroy_publisher(self._diag_pub)
+            self._diag_pub = None
+
+    def _skip(self, why: str) -> None:
+        self.skipped += 1
+        now = time.monotonic()
+        if now - self._last_warn > WARN_PERIOD_S:
+            self._last_warn = now
+            self.get_logger().warning(f'frame skipped: {why}')
+
+    def _ingest(self, frame: Any) -> None:
+        """The one copy: the driver's bytes into the loan."""
+        writer = self._writer
+        if writer is None:
+            return
+        color, depth = frame.color, frame.depth
+        if frame.color_encoding not in COLOR_ENCODINGS:
+            return self._skip(f'colour encoding {frame.color_encoding!r} not one of '
+                              f'{", ".join(COLOR_ENCODINGS)}')
+        if frame.depth_encoding not in DEPTH_ENCODINGS:
+            return self._skip(f'depth encoding {frame.depth_encoding!r} not one of '
+                              f'{", ".join(DEPTH_ENCODINGS)}')
+        if color.shape[:2] != depth.shape:
+            return self._skip(f'colour {color.shape[1]}x{color.shape[0]} and depth '
+                              f'{depth.shape[1]}x{depth.shape[0]} differ (depth not aligned?)')
+        try:
+            with writer.loan(color.shape, frame.color_encoding, depth.shape,
+                             frame.depth_encoding) as loan:
+                loan.color[...] = color
+                loan.depth[...] = depth
+                loan.publish(frame.stamp, frame.frame_id, frame.camera_info,
+                             stage_times={'receive': frame.receive_time_ns})
+        except ValueError as exc:   # e.g. larger than max_width x max_height
+            return self._skip(str(exc))
+        self.ingested += 1
+        return None
+
+    def _summary(self) -> None:
+        if self._diag_pub is None:
+            return
+        stats = self._reader.stats if self._reader is not None else {}
+        ok = self.skipped == 0
+        status = DiagnosticStatus(
+            level=DiagnosticStatus.OK if ok else DiagnosticStatus.WARN, name='frame_ingest',
+            message='ok' if ok else 'frames skipped',
+            hardware_id=self.params['frame_channel'],
+            values=[KeyValue(key=k, value=str(v)) for k, v in (
+                ('ingested', self.ingested), ('skipped', self.skipped),
+                ('unpaired', stats.get('dropped', 0)))])
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self._diag_pub.publish(msg)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point of the ``frame_ingest`` executable."""
+    return run_node(FrameIngestNode, args)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,445 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Frame channels over iceoryx2 shared memory (no rclpy import).
+
+One publish-subscribe service per channel carries ``Slice[u64]`` samples (8-byte aligned; an
+explicit ``payload_alignment`` would multiply every element's size by it) with a
+:class:`~edge_loop.transport.header.FrameHeader` user header; an event service of the same
+name wakes the consumers. Each process has one iceoryx2 node, shared by its channels and
+deleted with the last of them, so ``close()`` leaves ``/dev/shm`` as it was.
+
+Service settings (identical in every process, or opening fails):
+
+- subscriber buffer 1 with safe overflow: a new frame replaces one the consumer has not taken
+  yet (drop-oldest); the producer never blocks and a dead consumer cannot stall it;
+- a subscriber borrows at most :data:`MAX_BORROWED` samples (the frame in the callback plus one
+  handed off); a frame is released when the last consumer drops it;
+- the publisher's pool is sized by iceoryx2 for every subscriber's buffer and borrows, so a
+  SIGKILLed consumer only parks its own samples until its node is cleaned up.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import secrets
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from edge_loop.transport.header import (
+    MAGIC,
+    VERSION,
+    FrameHeader,
+    PlaneDesc,
+    align_up,
+    plane_geometry,
+    plane_shape,
+    set_plane,
+)
+
+MAX_SUBSCRIBERS = 8
+MAX_PUBLISHERS = 2          # a restarted producer may overlap its dead predecessor briefly
+MAX_NODES = 24
+MAX_BORROWED = 2
+MAX_LOANS = 2
+WAKE_PERIOD_S = 1.0         # safety net: close() wakes the reader thread itself
+BYTES_PER_PIXEL = 8         # colour (<= 4 channels of uint8) + depth (<= 4 bytes)
+# Opt-in SCHED_FIFO priority (1..99) of the reader threads: on a loaded machine the woken
+# consumer then runs before best-effort work; needs CAP_SYS_NICE (ignored without it).
+RT_PRIORITY_ENV = 'EDGE_LOOP_SHM_RT_PRIORITY'
+# Prefix of every iceoryx2 file (default 'iox2_'); tests use their own to stay apart.
+PREFIX_ENV = 'EDGE_LOOP_IOX2_PREFIX'
+
+try:  # iceoryx2 is optional: without it the transport falls back to ROS topics.
+    import iceoryx2 as iox
+    _IMPORT_ERROR: Exception | None = None
+except Exception as exc:  # noqa: BLE001 - any import problem means "no shared memory"
+    iox = None
+    _IMPORT_ERROR = exc
+
+
+class ShmUnavailableError(RuntimeError):
+    """iceoryx2 cannot be used here (not installed, no /dev/shm, incompatible service)."""
+
+
+def available() -> tuple[bool, str]:
+    """(True, '') when iceoryx2 shared memory can be used, else (False, why)."""
+    if iox is None:
+        return False, f'iceoryx2 not importable: {_IMPORT_ERROR}'
+    if not os.access('/dev/shm', os.W_OK):
+        return False, '/dev/shm is not writable'
+    return True, ''
+
+
+def _config() -> Any:
+    iox.set_log_level_from_env_or(iox.LogLevel.Error)   # not 'No config file was loaded'
+    cfg = iox.config.global_config()
+    prefix = os.environ.get(PREFIX_ENV)
+    if prefix:
+        cfg.global_cfg.prefix = iox.FileName.new(prefix)
+    return cfg
+
+
+# --- one iceoryx2 node per process -----------------------------------------------------------
+_node_lock = threading.Lock()
+_node: Any = None
+_node_users = 0
+_open_channels: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Close channels a process forgot to close, so that its node's files go with it."""
+    for channel in list(_open_channels):
+        with contextlib.suppress(Exception):
+            channel.close()
+
+
+def _acquire_node() -> Any:
+    global _node, _node_users
+    ok, why = available()
+    if not ok:
+        raise ShmUnavailableError(why)
+    with _node_lock:
+        if _node is None:
+            remove_stale_resources()
+            name = iox.NodeName.new(f'edge_loop_{os.getpid()}')
+            # Signal handling stays with rclpy (Ctrl-C must reach its executor).
+            _node = (iox.NodeBuilder.new().name(name).config(_config())
+                     .signal_handling_mode(iox.SignalHandlingMode.Disabled)
+                     .create(iox.ServiceType.Ipc))
+        _node_users += 1
+        return _node
+
+
+def _release_node() -> None:
+    global _node, _node_users
+    with _node_lock:
+        _node_users -= 1
+        if _node_users <= 0 and _node is not None:
+            _node = None   # dropping the last reference removes the node's resources
+            _node_users = 0
+
+
+def remove_stale_resources() -> int:
+    """Remove the shared-memory resources of dead iceoryx2 nodes; returns how many."""
+    if iox is None:
+        return 0
+    removed = 0
+    try:
+        states = iox.Node.list(iox.ServiceType.Ipc, _config())
+    except Exception:  # noqa: BLE001 - listing is best effort
+        return 0
+    for state in states:
+        if isinstance(state, iox.NodeState.Dead):
+            with contextlib.suppress(Exception):
+                state[0].try_remove_stale_resources()
+                removed += 1
+    return removed
+
+
+def _open_services(node: Any, channel: str) -> tuple[Any, Any]:
+    name = iox.ServiceName.new(channel)
+    pubsub = (node.service_builder(name)
+              .publish_subscribe(iox.Slice[ctypes.c_uint64])
+              .user_header(FrameHeader)
+              .max_publishers(MAX_PUBLISHERS)
+              .max_subscribers(MAX_SUBSCRIBERS)
+              .max_nodes(MAX_NODES)
+              .history_size(0)
+              .subscriber_max_buffer_size(1)
+              .subscriber_max_borrowed_samples(MAX_BORROWED)
+              .enable_safe_overflow(True)
+              .open_or_create())
+    event = (node.service_builder(name).event()
+             .max_notifiers(MAX_PUBLISHERS + 2)
+             .max_listeners(MAX_SUBSCRIBERS)
+             .max_nodes(MAX_NODES)
+             .open_or_create())
+    return pubsub, event
+
+
+def _words(nbytes: int) -> int:
+    """Slice length in u64 words for ``nbytes`` (u64 elements give 8-byte aligned samples)."""
+    return max(1, (nbytes + 7) // 8)
+
+
+class _SampleMemory:
+    """numpy's view of one plane of a sample: keeps the sample borrowed while viewed."""
+
+    __slots__ = ('__array_interface__', 'sample')
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], typestr: str, readonly: bool,
+                 sample: Any) -> None:
+        self.__array_interface__ = {'data': (ptr, readonly), 'shape': shape,
+                                    'typestr': typestr, 'version': 3}
+        self.sample = sample
+
+
+def _view(ptr: int, shape: tuple[int, ...], dtype: np.dtype, readonly: bool,
+          sample: Any) -> np.ndarray:
+    """An ndarray on shared memory at ``ptr``; read-only ones cannot be made writeable."""
+    return np.asarray(_SampleMemory(ptr, shape, dtype.str, readonly, sample))
+
+
+class ShmLoan:
+    """A loaned, uninitialised sample with writable views on its planes."""
+
+    def __init__(self, publisher: ShmPublisher, sample: Any, color: np.ndarray | None,
+                 depth: np.ndarray | None) -> None:
+        self._publisher = publisher
+        self._sample = sample
+        self.color = color
+        self.depth = depth
+        self.header = FrameHeader.from_address(sample.user_header_ptr)
+
+    def send(self) -> int:
+        """Publish the sample; returns the send time (CLOCK_MONOTONIC ns)."""
+        sample, self._sample = self._sample, None
+        if sample is None:
+            raise RuntimeError('loan already sent or released')
+        send_ns = time.monotonic_ns()
+        self.header.send_ns = send_ns
+        sample.assume_init().send()
+        self._publisher.notify()
+        return send_ns
+
+    def release(self) -> None:
+        """Give an unsent loan back."""
+        sample, self._sample = self._sample, None
+        if sample is not None:
+            with contextlib.suppress(Exception):
+                sample.delete()
+
+
+class ShmPublisher:
+    """Producer side of a frame channel."""
+
+    def __init__(self, channel: str, max_width: int, max_height: int) -> None:
+        self.channel = channel
+        self.max_bytes = align_up(max_width * max_height * BYTES_PER_PIXEL) + 2 * 64
+        self.writer_id = secrets.randbits(63) or 1
+        self.seq = 0
+        self._node = _acquire_node()
+        try:
+            self._pubsub, self._event = _open_services(self._node, channel)
+            self._publisher = (self._pubsub.publisher_builder()
+                               .initial_max_slice_len(_words(self.max_bytes))
+                               .allocation_strategy(iox.AllocationStrategy.Static)
+                               .max_loaned_samples(MAX_LOANS)
+                               .create())
+            self._notifier = self._event.notifier_builder().create()
+        except Exception as exc:
+            self._drop_ports()
+            _release_node()
+            raise ShmUnavailableError(f'cannot open iceoryx2 channel {channel!r}: {exc}') from exc
+        self._closed = False
+        _open_channels.add(self)
+
+    def loan(self, color_shape: tuple[int, ...] | None, color_encoding: str | None,
+             depth_shape: tuple[int, ...] | None, depth_encoding: str | None) -> ShmLoan:
+        """Loan a sample for one frame and return writable views on its planes."""
+        c_dtype, c_bytes = plane_geometry(color_shape, color_encoding)
+        d_dtype, d_bytes = plane_geometry(depth_shape, depth_encoding)
+        d_offset = align_up(c_bytes)
+        total = max(d_offset + d_bytes, 1)
+        if total > self.max_bytes:
+            raise ValueError(f'frame of {total} bytes exceeds the channel maximum of '
+                             f'{self.max_bytes} (raise max_width/max_height)')
+        try:
+            sample = self._publisher.loan_slice_uninit(_words(total))
+        except Exception:  # noqa: BLE001 - e.g. samples parked by dead consumers
+            remove_stale_resources()
+            sample = self._publisher.loan_slice_uninit(_words(total))
+        ptr = sample.payload_ptr
+        color = (_view(ptr, tuple(color_shape), c_dtype, False, sample) if color_shape
+                 else None)
+        depth = (_view(ptr + d_offset, tuple(depth_shape), d_dtype, False, sample)
+                 if depth_shape else None)
+        loan = ShmLoan(self, sample, color, depth)
+        h = loan.header
+        h.magic, h.version, h.writer_id = MAGIC, VERSION, self.writer_id
+        set_plane(h.color, 0, color_shape, color_encoding, c_bytes)
+        set_plane(h.depth, d_offset, depth_shape, depth_encoding, d_bytes)
+        h.n_stages = 0
+        h.has_info = 0
+        return loan
+
+    def next_seq(self) -> int:
+        """Sequence number for the next frame (1, 2, ...)."""
+        self.seq += 1
+        return self.seq
+
+    def notify(self) -> None:
+        """Wake every consumer."""
+        with contextlib.suppress(Exception):
+            self._notifier.notify()
+
+    def _drop_ports(self) -> None:
+        for attr in ('_notifier', '_publisher'):
+            port = getattr(self, attr, None)
+            if port is not None:
+                with contextlib.suppress(Exception):
+                    port.delete()
+                setattr(self, attr, None)
+        self._pubsub = self._event = self._node = None
+
+    def close(self) -> None:
+        """Delete the ports; the node goes with the last channel of the process."""
+        if getattr(self, '_closed', True):
+            return
+        self._closed = True
+        self._drop_ports()
+        _release_node()
+
+
+class ShmSubscriber:
+    """Consumer side of a frame channel: a thread wakes on the event and hands samples on.
+
+    ``on_sample(sample, receive_ns)`` gets the newest iceoryx2 sample (see :func:`decode`); it
+    runs in the subscriber's thread.
+    """
+
+    def __init__(self, channel: str, on_sample: Callable[[Any, int], None],
+                 on_error: Callable[[str], None] | None = None) -> None:
+        self.channel = channel
+        self._on_sample = on_sample
+        self._on_error = on_error or (lambda msg: None)
+        self.borrow_limit_hits = 0
+        self.wake_ns = 0
+        self._node = _acquire_node()
+        try:
+            self._pubsub, self._event = _open_services(self._node, channel)
+            self._subscriber = self._pubsub.subscriber_builder().buffer_size(1).create()
+            self._listener = self._event.listener_builder().create()
+        except Exception as exc:
+            self._drop_ports()
+            _release_node()
+            raise ShmUnavailableError(f'cannot open iceoryx2 channel {channel!r}: {exc}') from exc
+        self._stop = threading.Event()
+        self._closed = False
+        _open_channels.add(self)
+        self._thread = threading.Thread(target=self._run, name=f'shm:{channel}', daemon=True)
+        self._thread.start()
+
+    def _set_priority(self) -> None:
+        try:
+            priority = int(os.environ.get(RT_PRIORITY_ENV, '0'))
+        except ValueError:
+            priority = 0
+        if priority > 0:
+            try:   # this thread only (Linux schedules threads)
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(min(priority, 99)))
+            except (OSError, AttributeError) as exc:
+                self._on_error(f'{RT_PRIORITY_ENV}={priority} not applied: {exc}')
+
+    def _run(self) -> None:
+        self._set_priority()
+        wake = iox.Duration.from_secs_f64(WAKE_PERIOD_S)
+        while not self._stop.is_set():
+            try:
+                self._listener.timed_wait(wake)
+            except Exception as exc:  # noqa: BLE001 - interrupted wait: just look again
+                self._on_error(f'listener wait failed: {exc}')
+                time.sleep(0.01)
+            self.wake_ns = time.monotonic_ns()
+            if self._stop.is_set():
+                break
+            # The buffer holds one sample, the newest (safe overflow replaced older ones):
+            # one receive per wake-up is enough.
+            try:
+                latest = self._subscriber.receive()
+            except Exception as exc:  # noqa: BLE001 - e.g. too many borrowed samples
+                self.borrow_limit_hits += 1
+                self._on_error(f'receive failed ({exc}): the consumer still holds '
+                               f'{MAX_BORROWED} frames; copy what you keep, drop the frame')
+                continue
+            if latest is None:
+                continue
+            receive_ns = time.monotonic_ns()
+            try:
+                sample, latest = latest, None
+                self._on_sample(sample, receive_ns)
+                del sample   # released here unless the consumer kept a view on it
+            except Exception as exc:  # noqa: BLE001 - a bad frame must not kill the thread
+                self._on_error(f'frame handling failed: {type(exc).__name__}: {exc}')
+
+    def _drop_ports(self) -> None:
+        for attr in ('_listener', '_subscriber'):
+            port = getattr(self, attr, None)
+            if port is not None:
+                with contextlib.suppress(Exception):
+                    port.delete()
+                setattr(self, attr, None)
+        self._pubsub = self._event = self._node = None
+
+    def close(self) -> None:
+        """Stop the thread and delete the ports."""
+        if getattr(self, '_closed', True):
+            return
+        self._closed = True
+        self._stop.set()
+        with contextlib.suppress(Exception):   # wake our thread now (others just look again)
+            notifier = self._event.notifier_builder().create()
+            notifier.notify()
+            notifier.delete()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5.0)
+        self._drop_ports()
+        _release_node()
+
+
+_layouts: dict[bytes, tuple[Any, Any, int]] = {}
+
+
+_PLANES_OFFSET = FrameHeader.color.offset
+_PLANES_SIZE = FrameHeader.depth.offset + ctypes.sizeof(PlaneDesc) - _PLANES_OFFSET
+
+
+def _layout(header: FrameHeader) -> tuple[Any, Any, int]:
+    """((offset, shape, dtype) | None for colour and depth, bytes needed) of a header."""
+    # The raw bytes of both plane descriptors are the cache key (cheaper than the fields).
+    key = ctypes.string_at(ctypes.addressof(header) + _PLANES_OFFSET, _PLANES_SIZE)
+    layout = _layouts.get(key)
+    if layout is None:
+        planes: list[Any] = []
+        end = 0
+        for desc in (header.color, header.depth):
+            geo = plane_shape(desc)
+            if geo is None:
+                planes.append(None)
+                continue
+            if desc.offset % 64:
+                raise ValueError(f'plane offset {desc.offset} is not 64-byte aligned')
+            planes.append((int(desc.offset), geo[0], geo[1]))
+            end = max(end, int(desc.offset + desc.nbytes))
+        layout = (planes[0], planes[1], end)
+        if len(_layouts) > 64:
+            _layouts.clear()
+        _layouts[key] = layout
+    return layout
+
+
+def decode(sample: Any) -> tuple[FrameHeader, np.ndarray | None, np.ndarray | None]:
+    """(header, colour, depth) of a received sample; the planes are read-only views on it."""
+    header = FrameHeader.from_address(sample.user_header_ptr)
+    if header.magic != MAGIC or header.version != VERSION:
+        raise ValueError(f'sample header magic/version {header.magic:#x}/{header.version} '
+                         f'is not edge_loop frame v{VERSION}')
+    color_geo, depth_geo, end = _layout(header)
+    if end > 8 * sample.header.number_of_elements:
+        raise ValueError(f'planes end at byte {end}, the sample has '
+                         f'{8 * sample.header.number_of_elements}')
+    ptr = sample.payload_ptr
+    color = (None if color_geo is None else
+             _view(ptr + color_geo[0], color_geo[1], color_geo[2], True, sample))
+    depth = (None if depth_geo is None else
+             _view(ptr + depth_geo[0], depth_geo[1], depth_geo[2], True, sample))
+    return header, color, depth
