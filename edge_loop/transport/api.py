@@ -484,6 +484,11 @@ class FrameReader:
             with contextlib.suppress(Exception):
                 self.node.get_logger().warning(f'FrameReader({self.channel}): {text}')
 
+    def pending(self) -> int:
+        """Images waiting for their partner (``ros`` transport); 0 with shared memory."""
+        sync = getattr(self, '_sync', None)
+        return int(sync.pending()) if sync is not None else 0
+
     def close(self) -> None:
         """Stop receiving and release the channel (idempotent)."""
         if self._closed:

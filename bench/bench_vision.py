@@ -1,0 +1,235 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Vision benchmark: locator accuracy per lighting, latency, grasp success in physics.
+
+1. object_locator (depth + colour) vs the RGB-only colour-threshold baseline on held-out
+   objects (800-999): every scene is rendered under every lighting condition; per condition:
+   detection rate of visible objects, false detections (per visible object), 3D centroid error
+   median / p95 against the simulator's visible-surface centroid.
+2. Latency on one core (OpenCV single-threaded): reference vs deployed p50 / p99, 640x480.
+3. Grasp trials in pybullet on held-out objects: the planner's best grasp vs the ground-truth-
+   mask heuristic (``edge_loop.sim.baselines.mask_centroid_grasp``), success with a 95% Wilson
+   interval and the failure reasons.
+
+    python bench/bench_vision.py [--scenes 25] [--trials 300] [--json reports/vision.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from edge_loop.kernels.grasp_planner import plan_grasp, plan_grasp_reference
+from edge_loop.kernels.object_locator import (
+    RgbBaselineParams,
+    locate_objects,
+    locate_objects_reference,
+    locate_objects_rgb_baseline,
+)
+from edge_loop.sim.baselines import mask_centroid_grasp
+from edge_loop.sim.grasp_trial import run_grasp_trial
+from edge_loop.sim.lighting import CONDITION_NAMES
+from edge_loop.sim.world import SimWorld
+
+MATCH_RADIUS = 0.03   # a detection within 3 cm (x, y) of a visible object's centroid matches it
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a binomial proportion."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def match(objects, truth):
+    """Greedy one-to-one matching by (x, y) distance; returns (errors 3D, false detections)."""
+    pairs = sorted((np.hypot(*(o.position[:2] - c[:2])), i, j)
+                   for i, o in enumerate(objects) for j, (_, c, _) in enumerate(truth))
+    used_o, used_t, errors = set(), set(), []
+    for d, i, j in pairs:
+        if d > MATCH_RADIUS or i in used_o or j in used_t:
+            continue
+        used_o.add(i)
+        used_t.add(j)
+        errors.append(float(np.linalg.norm(objects[i].position - truth[j][1])))
+    return errors, len(objects) - len(used_o)
+
+
+def calibrate_rgb_baseline(seeds=range(900000, 900005)) -> RgbBaselineParams:
+    """Tray-floor colour under nominal light from *training* scenes (never the held-out)."""
+    samples = []
+    for seed in seeds:
+        with SimWorld(seed, split='train', lighting='nominal') as world:
+            frame = world.render()
+            d = frame.depth_true_m
+            h, w = d.shape
+            # tray floor pixels: no object, inside the central region of the image
+            mask = frame.label[h // 4:3 * h // 4, w // 4:3 * w // 4] == 0
+            samples.append(frame.color[h // 4:3 * h // 4, w // 4:3 * w // 4][mask])
+    table = np.median(np.concatenate(samples), axis=0)
+    return RgbBaselineParams(table_rgb=tuple(int(v) for v in table))
+
+
+def bench_accuracy(n_scenes: int, seed0: int, rgb_params: RgbBaselineParams) -> dict:
+    """Section 1."""
+    stats = {c: {m: {'visible': 0, 'found': 0, 'false': 0, 'errors': []}
+                 for m in ('depth', 'rgb')} for c in CONDITION_NAMES}
+    frames = []
+    for seed in range(seed0, seed0 + n_scenes):
+        with SimWorld(seed, split='heldout') as world:
+            for cond in CONDITION_NAMES:
+                world.set_lighting(cond)
+                frame = world.render()
+                truth = world.visible_centroids(frame)
+                for method in ('depth', 'rgb'):
+                    if method == 'depth':
+                        objs = locate_objects(frame.color, frame.depth_mm, frame.intrinsics,
+                                              world.extrinsics)
+                    else:
+                        objs = locate_objects_rgb_baseline(frame.color, frame.depth_mm,
+                                                           frame.intrinsics, world.extrinsics,
+                                                           rgb_params)
+                    errors, false = match(objs, truth)
+                    s = stats[cond][method]
+                    s['visible'] += len(truth)
+                    s['found'] += len(errors)
+                    s['false'] += false
+                    s['errors'] += errors
+                if cond == 'nominal' and len(frames) < 10:
+                    frames.append((frame, world.extrinsics))
+    print(f'\n## object_locator accuracy: {n_scenes} held-out scenes per condition '
+          f'(objects 800-999), match radius {MATCH_RADIUS * 100:.0f} cm\n')
+    print('| lighting | method | visible | detected | false det. | centroid med (mm) | '
+          'p95 (mm) |')
+    print('|---|---|---|---|---|---|---|')
+    out = {}
+    for cond in CONDITION_NAMES:
+        for method in ('depth', 'rgb'):
+            s = stats[cond][method]
+            e = np.array(s['errors']) * 1000
+            row = {'visible': s['visible'], 'detection_rate': s['found'] / max(s['visible'], 1),
+                   'false_rate': s['false'] / max(s['visible'], 1),
+                   'median_mm': float(np.median(e)) if e.size else float('nan'),
+                   'p95_mm': float(np.percentile(e, 95)) if e.size else float('nan')}
+            out[f'{cond}/{method}'] = row
+            name = 'depth+colour (deployed)' if method == 'depth' else 'RGB-only baseline'
+            print(f'| {cond} | {name} | {row["visible"]} | {row["detection_rate"]:.1%} | '
+                  f'{row["false_rate"]:.1%} | {row["median_mm"]:.1f} | {row["p95_mm"]:.1f} |')
+    return {'accuracy': out, 'frames': frames}
+
+
+def _timeit(fn, args, repeats):
+    fn(*args)
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn(*args)
+        ts.append(time.perf_counter() - t)
+    return np.median(ts) * 1e3, np.percentile(ts, 99) * 1e3
+
+
+def bench_latency(frames, repeats: int) -> dict:
+    """Section 2 (frames: nominal held-out sim frames)."""
+    cv2.setNumThreads(1)
+    rows = {}
+    impls = {
+        'object_locator': (locate_objects_reference, locate_objects,
+                           lambda f, e: (f.color, f.depth_mm, f.intrinsics, e)),
+        'grasp_planner': (plan_grasp_reference, plan_grasp,
+                          lambda f, e: (f.depth_mm, f.intrinsics, e)),
+    }
+    print(f'\n## Latency, 640x480 16UC1 sim frames, one core ({len(frames)} frames x '
+          f'{repeats} repeats)\n')
+    print('| op | reference p50 / p99 (ms) | deployed p50 / p99 (ms) | speed-up (p50) |')
+    print('|---|---|---|---|')
+    for name, (ref, dep, args_of) in impls.items():
+        r = np.array([_timeit(ref, args_of(f, e), max(3, repeats // 5)) for f, e in frames])
+        d = np.array([_timeit(dep, args_of(f, e), repeats) for f, e in frames])
+        rows[name] = {'reference_p50_ms': float(np.median(r[:, 0])),
+                      'reference_p99_ms': float(np.max(r[:, 1])),
+                      'deployed_p50_ms': float(np.median(d[:, 0])),
+                      'deployed_p99_ms': float(np.max(d[:, 1]))}
+        x = rows[name]
+        print(f'| {name} | {x["reference_p50_ms"]:.1f} / {x["reference_p99_ms"]:.1f} | '
+              f'{x["deployed_p50_ms"]:.2f} / {x["deployed_p99_ms"]:.2f} | '
+              f'{x["reference_p50_ms"] / x["deployed_p50_ms"]:.1f}x |')
+    return rows
+
+
+def bench_grasps(n_trials: int, seed0: int, n_objects: int) -> dict:
+    """Section 3."""
+    results = {'planner': [], 'gt_mask_baseline': []}
+    reasons = {k: Counter() for k in results}
+    for seed in range(seed0, seed0 + n_trials):
+        with SimWorld(seed, n_objects=n_objects, split='heldout') as world:
+            frame = world.render()
+            objects = locate_objects(frame.color, frame.depth_mm, frame.intrinsics,
+                                     world.extrinsics)
+            grasps = plan_grasp(frame.depth_mm, frame.intrinsics, world.extrinsics,
+                                objects=objects)
+            baseline = mask_centroid_grasp(world, frame)
+        for name, grasp in (('planner', grasps[0] if grasps else None),
+                            ('gt_mask_baseline', baseline)):
+            if grasp is None:
+                results[name].append(False)
+                reasons[name]['no grasp'] += 1
+                continue
+            r = run_grasp_trial(seed, grasp, split='heldout', n_objects=n_objects)
+            results[name].append(bool(r.success))
+            reasons[name][r.reason] += 1
+    print(f'\n## Grasp trials in physics: {n_trials} held-out scenes, {n_objects} object(s) '
+          'each (lift 15 cm + shake)\n')
+    print('| method | success | 95% Wilson interval | outcomes |')
+    print('|---|---|---|---|')
+    out = {}
+    for name, res in results.items():
+        k, n = int(sum(res)), len(res)
+        lo, hi = wilson(k, n)
+        out[name] = {'successes': k, 'trials': n, 'rate': k / max(n, 1), 'wilson95': [lo, hi],
+                     'outcomes': dict(reasons[name])}
+        print(f'| {name} | {k}/{n} = {k / max(n, 1):.1%} | [{lo:.1%}, {hi:.1%}] | '
+              f'{", ".join(f"{r}: {c}" for r, c in reasons[name].most_common())} |')
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sections and print Markdown tables."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--scenes', type=int, default=25, help='scenes per lighting condition')
+    parser.add_argument('--trials', type=int, default=300, help='grasp trials per method')
+    parser.add_argument('--objects', type=int, default=1, help='objects per grasp-trial scene')
+    parser.add_argument('--repeats', type=int, default=30, help='latency repeats per frame')
+    parser.add_argument('--seed', type=int, default=100000, help='first held-out scene seed')
+    parser.add_argument('--skip', nargs='*', default=[], choices=['accuracy', 'latency',
+                                                                  'grasps'])
+    parser.add_argument('--json', type=Path, help='also write the numbers here')
+    args = parser.parse_args(argv)
+    report: dict = {}
+    rgb = calibrate_rgb_baseline()
+    acc = bench_accuracy(args.scenes if 'accuracy' not in args.skip else 2, args.seed, rgb)
+    if 'accuracy' not in args.skip:
+        report['accuracy'] = acc['accuracy']
+    if 'latency' not in args.skip:
+        report['latency'] = bench_latency(acc['frames'], args.repeats)
+    if 'grasps' not in args.skip:
+        report['grasps'] = bench_grasps(args.trials, args.seed + 50000, args.objects)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

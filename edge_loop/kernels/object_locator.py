@@ -1,0 +1,555 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Find every object in the tray from aligned depth (lighting-independent) and choose one.
+
+Method (height-above-table segmentation):
+
+1. Every valid depth pixel is back-projected to ``world`` with the camera extrinsics; its
+   height is world z (the table top is z = 0).
+2. Foreground = height in ``(min_height, max_height)`` and (x, y) inside the tray interior
+   ``roi_x`` x ``roi_y``, so the tray floor and walls never count as objects.
+3. Touching objects are split with colour (depth alone cannot tell two touching objects of
+   similar height apart): a foreground pixel whose chromaticity (3x3 box-blurred RGB divided
+   by its intensity + 30, so shading and a dim exposure change it little) differs from a
+   foreground 4-neighbour's by more than ``color_step`` (L1) is cut. Each 4-connected part of
+   the foreground is one object unless colour splits it into *major* pieces (4-connected
+   uncut pixels, at least ``split_pixels``): then each major piece is an object and grows over
+   the rest of its part (cut borders, small fragments from noise, shading or blur) one
+   4-neighbour step at a time. Objects under ``min_pixels`` (sizes scale with the focal
+   length) are dropped. Without a colour image (``color_rgb=None``) nothing is cut.
+4. Per component: position = mean of its 3D points (the visible-surface centroid of the
+   contract), yaw = major principal axis of the points' (x, y) in the world horizontal plane
+   (in (-pi/2, pi/2]), top = highest point, pixel count, pixel bbox.
+
+Colour is not needed (``color_rgb`` may be None); :func:`locate_objects_rgb_baseline` is the
+RGB-only colour-threshold method this is compared against in bench/bench_vision.py.
+
+Selection rule (:func:`rank_targets`, :func:`select_target`): the highest object first (an
+object on top of a pile must go before the ones under it, and the gripper reaches it without
+touching the others); objects whose tops are within ``1 cm`` of the highest count as equally
+high and are ordered by isolation (distance from the centroid to the nearest other object's
+centroid, larger first), so the gripper's fingers have room.
+
+Two implementations with the same results: :func:`locate_objects_reference` (float64, plain
+loops for the cut test and a breadth-first flood fill, per-object numpy) and
+:func:`locate_objects` (deployed: cached per-pixel ray tables, float32, OpenCV connected
+components, bincount moments).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+
+from edge_loop.kernels.camera import Extrinsics, Intrinsics
+
+NOMINAL_FX = 615.0
+CHROMA_OFFSET = 30.0  # added to R + G + B: keeps dark, noisy pixels from making false edges
+
+
+@dataclass(frozen=True)
+class LocatorParams:
+    """Tunable parameters of the locator (metres unless stated)."""
+
+    min_height: float = 0.009     # tray floor (5 mm) + 4 mm, 5 sigma of the depth noise
+    max_height: float = 0.35
+    roi_x: tuple[float, float] = (-0.194, 0.194)  # tray interior (0.40 x 0.30) less 6 mm
+    roi_y: tuple[float, float] = (-0.144, 0.144)
+    color_step: float = 0.1       # L1 chromaticity difference that separates two objects
+    min_pixels: int = 80          # at fx = 615 (VGA); scaled by (fx / 615)^2
+    split_pixels: int = 150       # a colour piece this big (VGA) is an object of its own
+    bridge_px: int = 2            # depth holes within this many pixels connect the foreground
+    tie_height: float = 0.01      # tops closer than this are "equally high" for selection
+
+    def min_pixels_for(self, intr: Intrinsics) -> int:
+        """Minimum component size at the resolution of ``intr``."""
+        return max(1, int(round(self.min_pixels * (intr.fx / NOMINAL_FX) ** 2)))
+
+    def split_pixels_for(self, intr: Intrinsics) -> int:
+        """Minimum size of a colour piece that stands as its own object."""
+        return max(1, int(round(self.split_pixels * (intr.fx / NOMINAL_FX) ** 2)))
+
+
+DEFAULT_PARAMS = LocatorParams()
+
+
+@dataclass
+class DetectedObject:
+    """One object found in a frame.
+
+    Attributes:
+        position: (3,) world centroid of the visible surface points, m.
+        yaw: major principal axis of those points in the world horizontal plane, rad.
+        pixel_count: number of depth pixels of the object.
+        mask_bbox: (u_min, v_min, u_max, v_max) inclusive pixel bounds.
+        score: confidence in [0, 1) growing with the pixel count.
+        top: height of the highest point above the table, m.
+        elongation: sqrt of the ratio of the principal variances (1 = round; yaw is
+            meaningless near 1).
+        points: (N, 3) world points of the object (for the grasp planner).
+
+    """
+
+    position: np.ndarray
+    yaw: float
+    pixel_count: int
+    mask_bbox: tuple[int, int, int, int]
+    score: float
+    top: float = 0.0
+    elongation: float = 1.0
+    points: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.float32),
+                               repr=False, compare=False)
+
+
+# --- input handling ---------------------------------------------------------------------------
+
+def depth_in_metres(depth: np.ndarray) -> np.ndarray:
+    """float32 metres with NaN for no data from uint16 millimetres or float metres."""
+    depth = np.asarray(depth)
+    if depth.ndim != 2:
+        raise ValueError(f'depth must be (H, W), got shape {depth.shape}')
+    if depth.dtype == np.uint16:
+        out = depth.astype(np.float32) * np.float32(0.001)
+        out[depth == 0] = np.nan
+        return out
+    if depth.dtype.kind != 'f':
+        raise ValueError(f'depth must be uint16 mm or float m, got dtype {depth.dtype}')
+    out = depth.astype(np.float32, copy=True)
+    with np.errstate(invalid='ignore'):
+        out[~(out > 0)] = np.nan
+    return out
+
+
+def check_inputs(color_rgb: np.ndarray | None, depth: np.ndarray, intr: Intrinsics) -> None:
+    """Raise ValueError on a size mismatch between colour, depth and intrinsics."""
+    h, w = np.shape(depth)[:2]
+    if (w, h) != (intr.width, intr.height):
+        raise ValueError(f'depth is {w}x{h} but camera_info says {intr.width}x{intr.height}')
+    if color_rgb is not None:
+        c = np.asarray(color_rgb)
+        if c.ndim != 3 or c.shape[2] != 3 or c.shape[:2] != (h, w):
+            raise ValueError(f'colour image shape {c.shape} does not match depth {w}x{h}x3')
+
+
+def _yaw_and_elongation(sxx: float, sxy: float, syy: float) -> tuple[float, float]:
+    yaw = 0.5 * np.arctan2(2.0 * sxy, sxx - syy)
+    tr, det = sxx + syy, sxx * syy - sxy * sxy
+    disc = np.sqrt(max(tr * tr / 4.0 - det, 0.0))
+    lo, hi = max(tr / 2.0 - disc, 1e-12), max(tr / 2.0 + disc, 1e-12)
+    return float(yaw), float(np.sqrt(hi / lo))
+
+
+def _score(n: int, min_pixels: int) -> float:
+    return float(n / (n + 2.0 * min_pixels))
+
+
+# --- reference --------------------------------------------------------------------------------
+
+def world_points_reference(depth_m: np.ndarray, intr: Intrinsics,
+                           ext: Extrinsics) -> np.ndarray:
+    """(H, W, 3) float64 world points: p_world = R @ (z * K^-1 [u, v, 1]) + t."""
+    h, w = depth_m.shape
+    vv, uu = np.mgrid[0:h, 0:w].astype(np.float64)
+    z = depth_m.astype(np.float64)
+    cam = np.stack([(uu - intr.cx) / intr.fx * z, (vv - intr.cy) / intr.fy * z, z], axis=-1)
+    return cam @ ext.rotation.T + ext.translation
+
+
+def chromaticity_reference(color_rgb: np.ndarray) -> np.ndarray:
+    """(H, W, 3) float64 RGB / (R + G + B + 30) after a 3x3 mean (edges mirrored, no repeat)."""
+    c = np.asarray(color_rgb, dtype=np.float64)
+    h, w = c.shape[:2]
+    padded = np.pad(c, ((1, 1), (1, 1), (0, 0)), mode='reflect')
+    mean = sum(padded[dr:dr + h, dc:dc + w] for dr in range(3) for dc in range(3)) / 9.0
+    return mean / (mean.sum(axis=-1, keepdims=True) + CHROMA_OFFSET)
+
+
+def _foreground(world: np.ndarray, p: LocatorParams) -> np.ndarray:
+    x, y, z = world[..., 0], world[..., 1], world[..., 2]
+    with np.errstate(invalid='ignore'):
+        return ((z > p.min_height) & (z < p.max_height) & (x > p.roi_x[0]) & (x < p.roi_x[1])
+                & (y > p.roi_y[0]) & (y < p.roi_y[1]))
+
+
+def _flood_fill(pixels: list[tuple[int, int]], mask: np.ndarray) -> list[list[tuple[int, int]]]:
+    """4-connected components of ``mask`` seeded in raster order (breadth-first)."""
+    h, w = mask.shape
+    seen = np.zeros((h, w), bool)
+    out = []
+    for r, c in pixels:
+        if seen[r, c]:
+            continue
+        seen[r, c] = True
+        out.append([])
+        queue = deque([(r, c)])
+        while queue:
+            pr, pc = queue.popleft()
+            out[-1].append((int(pr), int(pc)))
+            for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+                rr, cc = pr + dr, pc + dc
+                if 0 <= rr < h and 0 <= cc < w and mask[rr, cc] and not seen[rr, cc]:
+                    seen[rr, cc] = True
+                    queue.append((rr, cc))
+    return out
+
+
+def locate_objects_reference(color_rgb: np.ndarray | None, depth_m: np.ndarray,
+                             intrinsics: Intrinsics, extrinsics: Extrinsics,
+                             params: LocatorParams | None = None) -> list[DetectedObject]:
+    """Plain version: float64 geometry, explicit neighbour loops and flood fill."""
+    p = params or DEFAULT_PARAMS
+    check_inputs(color_rgb, depth_m, intrinsics)
+    world = world_points_reference(depth_in_metres(depth_m), intrinsics, extrinsics)
+    fg = _foreground(world, p)
+    h, w = fg.shape
+    chroma = None if color_rgb is None else chromaticity_reference(color_rgb)
+    fg_pixels = [(int(r), int(c)) for r, c in zip(*np.nonzero(fg))]
+    keep = fg.copy()
+    if chroma is not None:
+        for r, c in fg_pixels:
+            for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+                rr, cc = r + dr, c + dc
+                if 0 <= rr < h and 0 <= cc < w and fg[rr, cc] and \
+                        np.abs(chroma[rr, cc] - chroma[r, c]).sum() > p.color_step:
+                    keep[r, c] = False
+                    break
+    # Pixels without depth within bridge_px of the foreground connect it (holes at edges).
+    no_depth = ~np.isfinite(world[..., 2])
+    near_fg = np.zeros_like(fg)
+    b = p.bridge_px
+    padded = np.pad(fg, b)
+    for dr in range(2 * b + 1):
+        for dc in range(2 * b + 1):
+            near_fg |= padded[dr:dr + h, dc:dc + w]
+    conn = fg | (no_depth & near_fg)
+    depth_parts = _flood_fill([(int(r), int(c)) for r, c in zip(*np.nonzero(conn))], conn)
+    pieces = _flood_fill([q for q in fg_pixels if keep[q]], keep)
+    min_pixels = p.min_pixels_for(intrinsics)
+    split_pixels = p.split_pixels_for(intrinsics)
+    piece_of = {q: i for i, piece in enumerate(pieces) for q in piece}
+    components = []
+    for part in depth_parts:
+        majors = [i for i in sorted({piece_of[q] for q in part if q in piece_of})
+                  if len(pieces[i]) >= split_pixels]
+        if not majors:
+            components.append([q for q in part if fg[q]])   # colour did not split it
+            continue
+        # Major pieces grow over the rest of the part one 4-neighbour step at a time; a pixel
+        # reached by several in the same step joins the highest-ranked (rank = raster order).
+        grown = {q: rank for rank, i in enumerate(majors, start=1) for q in pieces[i]}
+        todo = [q for q in part if q not in grown]
+        while todo:
+            step = {}
+            for r, c in todo:
+                near = [grown[n] for n in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1))
+                        if n in grown]
+                if near:
+                    step[(r, c)] = max(near)
+            if not step:
+                break
+            grown.update(step)
+            todo = [q for q in todo if q not in step]
+        groups = {rank: [] for rank in range(1, len(majors) + 1)}
+        for q, rank in grown.items():
+            if fg[q]:
+                groups[rank].append(q)
+        components += list(groups.values())
+    components = sorted((c for c in components if len(c) >= min_pixels), key=min)
+    objects = []
+    for pixels in components:
+        pixels = sorted(pixels)   # raster order, as the deployed path lists them
+        rows = np.array([q[0] for q in pixels])
+        cols = np.array([q[1] for q in pixels])
+        pts = world[rows, cols]
+        centre = pts.mean(axis=0)
+        cov = np.cov(pts[:, :2].T, bias=True)
+        evals, evecs = np.linalg.eigh(cov)
+        major = evecs[:, 1]
+        yaw = float(np.arctan2(major[1], major[0]))
+        if yaw <= -np.pi / 2:
+            yaw += np.pi
+        elif yaw > np.pi / 2:
+            yaw -= np.pi
+        elong = float(np.sqrt(max(evals[1], 1e-12) / max(evals[0], 1e-12)))
+        objects.append(DetectedObject(
+            position=centre, yaw=yaw, pixel_count=len(pixels),
+            mask_bbox=(int(cols.min()), int(rows.min()), int(cols.max()), int(rows.max())),
+            score=_score(len(pixels), min_pixels), top=float(pts[:, 2].max()),
+            elongation=elong, points=pts.astype(np.float32)))
+    return objects
+
+
+# --- deployed ---------------------------------------------------------------------------------
+
+_RAY_CACHE: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def world_rays(intr: Intrinsics, ext: Extrinsics) -> tuple[np.ndarray, np.ndarray]:
+    """Cached (H*W, 3) float32 world direction per unit depth and (3,) float32 origin."""
+    key = (intr, ext.rotation.tobytes(), ext.translation.tobytes())
+    hit = _RAY_CACHE.get(key)
+    if hit is not None:
+        return hit
+    u = (np.arange(intr.width, dtype=np.float64) - intr.cx) / intr.fx
+    v = (np.arange(intr.height, dtype=np.float64) - intr.cy) / intr.fy
+    uu, vv = np.meshgrid(u, v)
+    cam = np.stack([uu, vv, np.ones_like(uu)], axis=-1).reshape(-1, 3)
+    rays = np.ascontiguousarray((cam @ ext.rotation.T).astype(np.float32))
+    origin = ext.translation.astype(np.float32)
+    if len(_RAY_CACHE) > 8:
+        _RAY_CACHE.clear()
+    _RAY_CACHE[key] = (rays, origin)
+    return rays, origin
+
+
+@dataclass
+class HeightScene:
+    """Per-frame geometry shared by the locator and the grasp planner (deployed path)."""
+
+    depth: np.ndarray     # (H*W,) float32 metres, NaN = none
+    height: np.ndarray    # (H, W) float32 world z, NaN = none
+    rays: np.ndarray      # (H*W, 3)
+    origin: np.ndarray    # (3,)
+
+    def points(self, flat_idx: np.ndarray) -> np.ndarray:
+        """(N, 3) float32 world points of the given flat pixel indices."""
+        return self.depth[flat_idx, None] * self.rays[flat_idx] + self.origin
+
+
+def color_cut(color_rgb: np.ndarray, fg: np.ndarray, r0: int, c0: int,
+              step: float) -> np.ndarray:
+    """Bool mask (shape of ``fg``): foreground pixels whose chromaticity differs from a neighbour.
+
+    ``fg`` is the foreground of the crop whose top-left pixel is (``r0``, ``c0``) in
+    ``color_rgb``; the neighbour is a foreground 4-neighbour; the difference is L1 and must
+    exceed ``step``.
+    """
+    r1, c1 = r0 + fg.shape[0], c0 + fg.shape[1]
+    mean = _blur_in_place(color_rgb, r0, r1, c0, c1)
+    total = mean[..., 0] + mean[..., 1] + mean[..., 2] + np.float32(CHROMA_OFFSET)
+    chroma = mean / total[..., None]
+    f = fg.astype(bool)
+    d = np.abs(chroma[:, 1:] - chroma[:, :-1])
+    dx = ((d[..., 0] + d[..., 1] + d[..., 2]) > step) & f[:, 1:] & f[:, :-1]
+    d = np.abs(chroma[1:] - chroma[:-1])
+    dy = ((d[..., 0] + d[..., 1] + d[..., 2]) > step) & f[1:] & f[:-1]
+    cut = np.zeros(f.shape, bool)
+    cut[:, 1:] |= dx
+    cut[:, :-1] |= dx
+    cut[1:] |= dy
+    cut[:-1] |= dy
+    return cut
+
+
+def _blur_in_place(color_rgb: np.ndarray, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+    """3x3 mean of a crop using the real neighbours outside it.
+
+    cv2.blur's default border (reflect-101) is what the reference's np.pad 'reflect' does at
+    the image border; elsewhere the 1 px margin supplies the real neighbours.
+    """
+    h, w = color_rgb.shape[:2]
+    pr0, pr1 = max(r0 - 1, 0), min(r1 + 1, h)
+    pc0, pc1 = max(c0 - 1, 0), min(c1 + 1, w)
+    big = cv2.blur(np.ascontiguousarray(color_rgb[pr0:pr1, pc0:pc1], dtype=np.float32), (3, 3))
+    return big[r0 - pr0:r0 - pr0 + (r1 - r0), c0 - pc0:c0 - pc0 + (c1 - c0)]
+
+
+def height_scene(depth_m: np.ndarray, intr: Intrinsics, ext: Extrinsics) -> HeightScene:
+    """Back-project only what is needed: world z for every pixel."""
+    d = depth_in_metres(depth_m).reshape(-1)
+    rays, origin = world_rays(intr, ext)
+    height = (d * rays[:, 2] + origin[2]).reshape(intr.height, intr.width)
+    return HeightScene(d, height, rays, origin)
+
+
+def locate_objects(color_rgb: np.ndarray | None, depth_m: np.ndarray, intrinsics: Intrinsics,
+                   extrinsics: Extrinsics, params: LocatorParams | None = None,
+                   scene: HeightScene | None = None) -> list[DetectedObject]:
+    """Deployed version (vectorised; see the module docstring for the method)."""
+    p = params or DEFAULT_PARAMS
+    check_inputs(color_rgb, depth_m, intrinsics)
+    scene = scene or height_scene(depth_m, intrinsics, extrinsics)
+    w = intrinsics.width
+    height = scene.height
+    with np.errstate(invalid='ignore'):
+        cand = np.flatnonzero((height > p.min_height) & (height < p.max_height))
+    if cand.size == 0:
+        return []
+    pts = scene.points(cand)
+    in_roi = ((pts[:, 0] > p.roi_x[0]) & (pts[:, 0] < p.roi_x[1])
+              & (pts[:, 1] > p.roi_y[0]) & (pts[:, 1] < p.roi_y[1]))
+    fg_idx = cand[in_roi]
+    pts = pts[in_roi]
+    if fg_idx.size == 0:
+        return []
+    # Everything below works on the foreground's bounding box only.
+    rows, cols = np.divmod(fg_idx, w)
+    b = p.bridge_px
+    h = intrinsics.height
+    r0, r1 = max(int(rows[0]) - b, 0), min(int(rows[-1]) + 1 + b, h)   # fg_idx is sorted
+    c0, c1 = max(int(cols.min()) - b, 0), min(int(cols.max()) + 1 + b, w)
+    cw = c1 - c0
+    crop_idx = (rows - r0) * cw + (cols - c0)
+    mask = np.zeros((r1 - r0) * cw, np.uint8)
+    mask[crop_idx] = 1
+    mask = mask.reshape(r1 - r0, cw)
+    # Pixels without depth next to the foreground connect it (depth holes at edges).
+    no_depth = ~np.isfinite(scene.depth.reshape(h, w)[r0:r1, c0:c1])
+    near_fg = cv2.dilate(mask, np.ones((2 * b + 1, 2 * b + 1), np.uint8),
+                         borderType=cv2.BORDER_CONSTANT, borderValue=0)
+    conn = mask | (no_depth & (near_fg > 0)).astype(np.uint8)
+    n_parts, parts = cv2.connectedComponents(conn, connectivity=4, ltype=cv2.CV_32S)
+    obj = parts.reshape(-1)[crop_idx].astype(np.int64)   # depth part of each pixel (1..)
+    if color_rgb is not None:
+        kept = mask.copy()
+        kept[color_cut(color_rgb, mask, r0, c0, p.color_step)] = 0
+        n_pieces, pieces, stats, _ = cv2.connectedComponentsWithStats(
+            kept, connectivity=4, ltype=cv2.CV_32S)
+        piece = pieces.reshape(-1)[crop_idx].astype(np.int64)   # 0 = cut pixel
+        size = stats[:, cv2.CC_STAT_AREA]
+        major = size >= p.split_pixels_for(intrinsics)
+        major[0] = False
+        if major.any():
+            # Major pieces grow (4-neighbour steps, the higher rank wins a tie) over the rest
+            # of their depth part: cut borders and small colour fragments.
+            majors = np.flatnonzero(major)
+            first = np.array([int(np.argmax(piece == lbl)) for lbl in majors])
+            rank = np.zeros(n_pieces, np.uint16)
+            rank[majors[np.argsort(first)]] = np.arange(1, majors.size + 1, dtype=np.uint16)
+            parts_with_major = np.zeros(n_parts, bool)
+            parts_with_major[obj[major[piece]]] = True
+            grown = np.zeros(mask.shape, np.uint16)
+            grown.reshape(-1)[crop_idx] = rank[piece]
+            allowed = (conn > 0) & parts_with_major[parts]
+            cross = cv2.getStructuringElement(cv2.MORPH_CROSS, (3, 3))
+            for _ in range(mask.shape[0] + mask.shape[1]):
+                reach = cv2.dilate(grown, cross, borderType=cv2.BORDER_CONSTANT, borderValue=0)
+                new = allowed & (grown == 0) & (reach > 0)
+                if not new.any():
+                    break
+                grown[new] = reach[new]
+            g = grown.reshape(-1)[crop_idx].astype(np.int64)
+            obj = np.where(g > 0, n_parts + g, obj)
+    min_pixels = p.min_pixels_for(intrinsics)
+    counts = np.bincount(obj)
+    big = counts[obj] >= min_pixels
+    if not big.any():
+        return []
+    ids, first_idx = np.unique(obj[big], return_index=True)
+    order = ids[np.argsort(first_idx)]      # by first pixel in raster order
+    m = order.size
+    remap = np.zeros(counts.size, np.int64)
+    remap[order] = np.arange(1, m + 1)
+    lab = np.where(big, remap[obj], 0)
+    sel = np.flatnonzero(lab > 0)
+    sel = sel[np.argsort(lab[sel], kind='stable')]
+    lab, obj_pts, rows, cols = lab[sel] - 1, pts[sel], rows[sel], cols[sel]
+    count_i = np.bincount(lab, minlength=m)
+    starts = np.concatenate([[0], np.cumsum(count_i)[:-1]])
+    count = count_i.astype(np.float64)
+    x = obj_pts[:, 0].astype(np.float64)
+    y = obj_pts[:, 1].astype(np.float64)
+    z = obj_pts[:, 2].astype(np.float64)
+    mx = np.bincount(lab, x, m) / count
+    my = np.bincount(lab, y, m) / count
+    mz = np.bincount(lab, z, m) / count
+    dx, dy = x - mx[lab], y - my[lab]
+    sxx = np.bincount(lab, dx * dx, m) / count
+    sxy = np.bincount(lab, dx * dy, m) / count
+    syy = np.bincount(lab, dy * dy, m) / count
+    top = np.maximum.reduceat(z, starts)
+    u0, u1 = np.minimum.reduceat(cols, starts), np.maximum.reduceat(cols, starts)
+    v0, v1 = np.minimum.reduceat(rows, starts), np.maximum.reduceat(rows, starts)
+    objects = []
+    for k in range(m):
+        yaw, elong = _yaw_and_elongation(sxx[k], sxy[k], syy[k])
+        n = int(count_i[k])
+        objects.append(DetectedObject(
+            position=np.array([mx[k], my[k], mz[k]]), yaw=yaw, pixel_count=n,
+            mask_bbox=(int(u0[k]), int(v0[k]), int(u1[k]), int(v1[k])),
+            score=_score(n, min_pixels), top=float(top[k]), elongation=elong,
+            points=obj_pts[starts[k]:starts[k] + n]))
+    return objects
+
+
+# --- selection --------------------------------------------------------------------------------
+
+def rank_targets(objects: list[DetectedObject], tie_height: float = 0.01) -> list[int]:
+    """Indices of ``objects`` in picking order (see the module docstring)."""
+    if not objects:
+        return []
+    pos = np.array([o.position[:2] for o in objects])
+    if len(objects) > 1:
+        dist = np.linalg.norm(pos[:, None, :] - pos[None, :, :], axis=-1)
+        np.fill_diagonal(dist, np.inf)
+        isolation = dist.min(axis=1)
+    else:
+        isolation = np.array([np.inf])
+    tops = np.array([o.top for o in objects])
+    # Quantise heights to tie_height bands measured down from the highest object.
+    band = np.floor((tops.max() - tops) / tie_height).astype(int)
+    return sorted(range(len(objects)), key=lambda i: (band[i], -isolation[i], i))
+
+
+def select_target(objects: list[DetectedObject], tie_height: float = 0.01) -> int | None:
+    """Index of the object to pick next, or None when there is none."""
+    order = rank_targets(objects, tie_height)
+    return order[0] if order else None
+
+
+# --- RGB-only baseline ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RgbBaselineParams:
+    """Fixed colour thresholds of the baseline, tuned once under nominal light."""
+
+    table_rgb: tuple[int, int, int] = (150, 140, 120)
+    min_distance: float = 45.0    # colour distance from the table colour that marks an object
+    min_pixels: int = 80
+
+
+def locate_objects_rgb_baseline(color_rgb: np.ndarray, depth_m: np.ndarray,
+                                intrinsics: Intrinsics, extrinsics: Extrinsics,
+                                params: RgbBaselineParams | None = None,
+                                roi: LocatorParams | None = None) -> list[DetectedObject]:
+    """RGB-only segmentation (colour distance from the table colour, connected components).
+
+    Depth is used only to place the segmented pixels in 3D (so the comparison isolates the
+    segmentation); pixels without depth are dropped from the centroid.
+    """
+    p = params or RgbBaselineParams()
+    roi = roi or DEFAULT_PARAMS
+    check_inputs(color_rgb, depth_m, intrinsics)
+    c = np.asarray(color_rgb, dtype=np.float32)
+    dist = np.linalg.norm(c - np.asarray(p.table_rgb, np.float32), axis=-1)
+    mask = (dist > p.min_distance).astype(np.uint8)
+    scene = height_scene(depth_m, intrinsics, extrinsics)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=4)
+    objects = []
+    flat = labels.reshape(-1)
+    order = np.argsort(flat, kind='stable')
+    bounds = np.searchsorted(flat[order], np.arange(n + 1))
+    for lbl in range(1, n):
+        if stats[lbl, cv2.CC_STAT_AREA] < p.min_pixels:
+            continue
+        idx = order[bounds[lbl]:bounds[lbl + 1]]
+        idx = idx[np.isfinite(scene.depth[idx])]
+        if idx.size < p.min_pixels:
+            continue
+        pts = scene.points(idx)
+        centre = pts.mean(axis=0).astype(np.float64)
+        if not (roi.roi_x[0] < centre[0] < roi.roi_x[1]
+                and roi.roi_y[0] < centre[1] < roi.roi_y[1]):
+            continue
+        d = pts[:, :2] - centre[:2]
+        cov = (d.T @ d) / len(d)
+        yaw, elong = _yaw_and_elongation(cov[0, 0], cov[0, 1], cov[1, 1])
+        left, top, width, hgt = (int(v) for v in stats[lbl, :4])
+        objects.append(DetectedObject(centre, yaw, int(idx.size),
+                                      (left, top, left + width - 1, top + hgt - 1),
+                                      _score(int(idx.size), p.min_pixels),
+                                      float(pts[:, 2].max()), elong, pts))
+    return objects

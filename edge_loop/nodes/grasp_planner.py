@@ -1,0 +1,172 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""grasp_planner: the best top-down parallel-jaw grasp for the next object, from RGB-D frames.
+
+Where the target comes from: this node runs the (verified) object locator kernel itself on the
+same frame (about 5 ms) instead of subscribing to ``/edge_loop/object``. That keeps one answer
+per frame with the frame's own stamp, needs no pairing of two topics, and still works when the
+locator node is late. It tries the objects in the locator's picking order
+(:func:`~edge_loop.kernels.object_locator.rank_targets`) and plans for the first one with a
+collision-free grasp, so it normally grasps the object on ``/edge_loop/object``.
+
+Outputs, stamped with the frame's stamp in ``world_frame``: ``/edge_loop/grasp``
+(PolygonStamped: the contract's jaw rectangle; a polygon without points when there is no
+grasp) and the ranked candidates as RViz markers on ``/edge_loop/markers`` (namespace
+``grasp_candidates``: the best in green, the others fading). Bad frames: warning +
+``/diagnostics``, no output (see :mod:`edge_loop.nodes.object_locator`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from geometry_msgs.msg import Point, Point32, Polygon, PolygonStamped
+from std_msgs.msg import ColorRGBA, Header
+from visualization_msgs.msg import Marker, MarkerArray
+
+from edge_loop import topics
+from edge_loop.kernels.grasp_planner import GraspParams, plan_grasp
+from edge_loop.kernels.grasp_types import PlanarGrasp, grasp_rectangle
+from edge_loop.kernels.object_locator import locate_objects
+from edge_loop.nodes.object_locator import (
+    VISION_PARAMS,
+    BadFrameError,
+    StageHealth,
+    check_deployable_or_fail,
+    delete_all,
+    extrinsics_from,
+    frame_inputs,
+    locator_params,
+)
+from edge_loop.nodes.stage_base import Param, StageNode, run_node
+
+
+def grasp_polygon(grasp: PlanarGrasp | None, header: Header) -> PolygonStamped:
+    """The jaw rectangle (p0..p3) of ``grasp``; no points when there is none."""
+    msg = PolygonStamped(header=header, polygon=Polygon())
+    if grasp is not None:
+        msg.polygon.points = [Point32(x=float(c[0]), y=float(c[1]), z=float(c[2]))
+                              for c in grasp_rectangle(grasp)]
+    return msg
+
+
+def candidate_markers(grasps: list[PlanarGrasp], header: Header, limit: int) -> MarkerArray:
+    """Closed line strips of the ranked jaw rectangles (best first, green)."""
+    out = MarkerArray(markers=[delete_all('grasp_candidates', header)])
+    for i, g in enumerate(grasps[:limit]):
+        m = Marker(header=header, ns='grasp_candidates', id=i, type=Marker.LINE_STRIP,
+                   action=Marker.ADD)
+        m.pose.orientation.w = 1.0
+        m.scale.x = 0.003 if i == 0 else 0.0015
+        fade = 1.0 - i / max(limit, 1)
+        m.color = (ColorRGBA(r=0.1, g=1.0, b=0.2, a=1.0) if i == 0
+                   else ColorRGBA(r=0.3, g=0.5, b=1.0, a=0.3 + 0.5 * fade))
+        corners = grasp_rectangle(g)
+        m.points = [Point(x=float(c[0]), y=float(c[1]), z=float(c[2]))
+                    for c in list(corners) + [corners[0]]]
+        out.markers.append(m)
+    return out
+
+
+class GraspPlannerNode(StageNode):
+    """Lifecycle stage running the locator + grasp planner on every frame."""
+
+    PARAMS = VISION_PARAMS + (
+        Param('max_opening', 0.085, 'Largest jaw opening (m)', min=0.01, max=0.3),
+        Param('finger_width', 0.02, 'Finger-pad width across the closing direction (m)',
+              min=0.001, max=0.1),
+        Param('clearance', 0.012, 'Added to the object width on each side (m)', min=0.0,
+              max=0.05),
+        Param('grasp_depth', 0.015, 'Pad middle below the top of the grasped band (m)',
+              min=0.0, max=0.1),
+        Param('n_angles', 24, 'Closing directions sampled over 180 degrees', min=2, max=180),
+        Param('candidate_markers', 10, 'Candidates shown in RViz', min=0, max=100),
+        Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
+              max=60.0),
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__('grasp_planner', **kwargs)
+        self._reader: Any = None
+        self._health: StageHealth | None = None
+        self._timer: Any = None
+        self._pubs: dict[str, Any] = {}
+
+    def configure_stage(self) -> None:
+        """Gate, parameters, publishers."""
+        check_deployable_or_fail(self, ['object_locator', 'grasp_planner'])
+        p = self.params
+        self._ext = extrinsics_from(p)
+        self._lp = locator_params(p)
+        self._gp = GraspParams(max_opening=p['max_opening'], finger_width=p['finger_width'],
+                               clearance=p['clearance'], grasp_depth=p['grasp_depth'],
+                               n_angles=p['n_angles'])
+        self._frame_id = p['world_frame']
+        self._pubs = {
+            'grasp': self.create_lifecycle_publisher(PolygonStamped, topics.GRASP, 10),
+            'markers': self.create_lifecycle_publisher(MarkerArray, topics.MARKERS, 10),
+        }
+        self._health = StageHealth(self, 'grasp_planner')
+
+    def activate_stage(self) -> None:
+        """Start reading frames."""
+        from edge_loop.transport import FrameReader
+
+        self._reader = FrameReader(self, transport=self.params['transport'],
+                                   channel=self.params['frame_channel'],
+                                   callback=self._on_frame)
+        self._timer = self.create_timer(self.params['diagnostics_period_s'],
+                                        lambda: self._health.summary(self._reader))
+
+    def deactivate_stage(self) -> None:
+        """Stop reading frames."""
+        self._stop_reader()
+
+    def _stop_reader(self) -> None:
+        if self._timer is not None:
+            self.destroy_timer(self._timer)
+            self._timer = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def release(self) -> None:
+        """Close the reader and destroy the publishers (idempotent)."""
+        self._stop_reader()
+        for pub in self._pubs.values():
+            self.destroy_publisher(pub)
+        self._pubs = {}
+        if self._health is not None:
+            self.destroy_publisher(self._health.pub)
+            self._health = None
+
+    def _on_frame(self, frame: Any) -> None:
+        health = self._health
+        if health is None or not self._pubs:
+            return
+        t0 = time.perf_counter()
+        try:
+            color, depth, intr = frame_inputs(frame)
+            objects = locate_objects(color, depth, intr, self._ext, self._lp)
+            grasps = plan_grasp(depth, intr, self._ext, params=self._gp,
+                                locator_params=self._lp, objects=objects)
+        except (BadFrameError, ValueError) as exc:
+            health.bad_frame(str(exc), frame.stamp)
+            return
+        self.debug_delay()
+        header = Header(stamp=frame.stamp, frame_id=self._frame_id)
+        self._pubs['grasp'].publish(grasp_polygon(grasps[0] if grasps else None, header))
+        self._pubs['markers'].publish(candidate_markers(grasps, header,
+                                                        self.params['candidate_markers']))
+        frame.mark('grasp_planner')
+        health.processed((time.perf_counter() - t0) * 1e3)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the grasp_planner node."""
+    return run_node(GraspPlannerNode, args)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,322 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""object_locator: every object in the tray and the one to pick next, from RGB-D frames.
+
+Inputs: frames from :class:`edge_loop.transport.FrameReader` (shared memory or the contract's
+colour / aligned depth / camera_info topics). Outputs, stamped with the frame's stamp and in
+``world_frame``: ``/edge_loop/objects`` (PoseArray, always, empty when nothing),
+``/edge_loop/object`` (PoseStamped, only when an object is found), RViz markers on
+``/edge_loop/markers`` (namespace ``objects``). A bad frame (wrong encoding, size mismatch,
+missing camera_info, no valid depth) gives a throttled warning and a ``/diagnostics`` entry and
+no output for that frame. The kernel is :func:`edge_loop.kernels.object_locator.locate_objects`;
+configure refuses to proceed unless it matches ``config/verified.json`` (``require_verified``).
+
+The helpers here (frame checks, diagnostics, markers) are shared with the grasp_planner node.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Pose, PoseArray, PoseStamped
+from std_msgs.msg import ColorRGBA, Header
+from visualization_msgs.msg import Marker, MarkerArray
+
+from edge_loop import topics
+from edge_loop.images import COLOR_ENCODINGS, DEPTH_ENCODINGS, to_rgb
+from edge_loop.kernels.camera import Extrinsics, Intrinsics, yaw_to_quat
+from edge_loop.kernels.object_locator import (
+    DetectedObject,
+    LocatorParams,
+    locate_objects,
+    rank_targets,
+)
+from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
+
+WARN_PERIOD_S = 1.0
+
+
+class BadFrameError(ValueError):
+    """A frame the stage cannot use; the message says why (goes to the log and diagnostics)."""
+
+
+def _pair(name: str, default: list[float], what: str) -> Param:
+    return Param(name, default, what, length=2,
+                 check=lambda v: None if v[0] < v[1] else 'needs [min, max] with min < max')
+
+
+# Parameters both vision nodes share (the locator's geometry and the deployment gate).
+VISION_PARAMS = (
+    Param('require_verified', True,
+          'Refuse to configure unless the kernel matches config/verified.json (make verify)'),
+    Param('verified_record', '', 'Deployment record to check (empty: config/verified.json)'),
+    Param('min_height', 0.009, 'Foreground: minimum height above the table (m)', min=0.0,
+          max=0.2),
+    Param('color_step', 0.1, 'Chromaticity step (L1) that separates touching objects',
+          min=0.0, max=3.0),
+    Param('min_pixels', 80, 'Smallest object at 640x480 (pixels; scaled with resolution)',
+          min=1, max=100000),
+    Param('split_pixels', 150, 'Smallest colour piece that is an object of its own (640x480)',
+          min=1, max=100000),
+    _pair('roi_x', [-0.194, 0.194], 'Tray interior along world x [min, max] (m)'),
+    _pair('roi_y', [-0.144, 0.144], 'Tray interior along world y [min, max] (m)'),
+)
+
+
+def locator_params(params: dict[str, Any]) -> LocatorParams:
+    """LocatorParams from the node parameters."""
+    return LocatorParams(min_height=params['min_height'], color_step=params['color_step'],
+                         min_pixels=params['min_pixels'], split_pixels=params['split_pixels'],
+                         roi_x=tuple(params['roi_x']),
+                         roi_y=tuple(params['roi_y']))
+
+
+def extrinsics_from(params: dict[str, Any]) -> Extrinsics:
+    """Camera pose from the shared parameters (ConfigError when invalid)."""
+    try:
+        return Extrinsics.from_params(params['camera_position'], params['camera_orientation'])
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def check_deployable_or_fail(node: StageNode, op_names: list[str]) -> None:
+    """The deployment gate in configure (ConfigError with the gate's message)."""
+    if not node.params['require_verified']:
+        node.get_logger().warning('require_verified is false: running a kernel without '
+                                  'checking its verification record')
+        return
+    from edge_loop.verify.gate import DeploymentGateError, check_deployable
+
+    try:
+        check_deployable(op_names, node.params['verified_record'] or None)
+    except DeploymentGateError as exc:
+        raise ConfigError(f'deployment gate: {exc}') from exc
+    node.get_logger().info(f'deployment gate: {", ".join(op_names)} verified')
+
+
+def frame_inputs(frame: Any) -> tuple[np.ndarray, np.ndarray, Intrinsics]:
+    """(colour RGB view, depth view, intrinsics) of a frame, or BadFrameError."""
+    if frame.color is None or frame.depth is None:
+        raise BadFrameError('frame without a colour or a depth image')
+    if frame.color_encoding not in COLOR_ENCODINGS:
+        raise BadFrameError(f'colour encoding {frame.color_encoding!r} not supported '
+                       f'(use {" or ".join(COLOR_ENCODINGS)})')
+    if frame.depth_encoding not in DEPTH_ENCODINGS:
+        raise BadFrameError(f'depth encoding {frame.depth_encoding!r} not supported '
+                       f'(use {" or ".join(DEPTH_ENCODINGS)})')
+    color, depth = frame.color, frame.depth
+    if color.ndim != 3 or color.shape[2] != 3:
+        raise BadFrameError(f'colour image has shape {color.shape}, expected (H, W, 3)')
+    if depth.ndim != 2:
+        raise BadFrameError(f'depth image has shape {depth.shape}, expected (H, W)')
+    if color.shape[:2] != depth.shape:
+        raise BadFrameError(f'size mismatch: colour {color.shape[1]}x{color.shape[0]}, depth '
+                       f'{depth.shape[1]}x{depth.shape[0]} (depth must be aligned to colour)')
+    info = frame.camera_info
+    if info is None:
+        raise BadFrameError('missing camera_info')
+    if (int(info.width), int(info.height)) != (depth.shape[1], depth.shape[0]):
+        raise BadFrameError(f'camera_info is {info.width}x{info.height} but the images are '
+                       f'{depth.shape[1]}x{depth.shape[0]}')
+    try:
+        intr = Intrinsics.from_k(list(info.k), info.width, info.height)
+    except ValueError as exc:
+        raise BadFrameError(str(exc)) from exc
+    expected = np.float32 if frame.depth_encoding == '32FC1' else np.uint16
+    if depth.dtype != expected:
+        raise BadFrameError(f'depth dtype {depth.dtype} does not match {frame.depth_encoding}')
+    valid = np.any(depth > 0) if expected is np.uint16 else np.any(np.isfinite(depth) &
+                                                                    (depth > 0))
+    if not valid:
+        raise BadFrameError('no valid depth pixel in the frame (all zero/NaN)')
+    return to_rgb(color, frame.color_encoding), depth, intr
+
+
+class StageHealth:
+    """Throttled warnings, /diagnostics entries and processing-time stats of one stage."""
+
+    def __init__(self, node: StageNode, name: str) -> None:
+        self.node = node
+        self.name = name
+        self.pub = node.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
+        self.times_ms: deque[float] = deque(maxlen=200)
+        self.frames = 0
+        self.bad = 0
+        self._last_warn: dict[str, float] = {}
+        self._last_dropped = 0
+        self._last_received = 0
+        self._lock = threading.Lock()
+
+    def _publish(self, level: bytes, message: str, stamp: Any, values: dict[str, Any]) -> None:
+        status = DiagnosticStatus(level=level, name=f'{self.name}: input', message=message,
+                                  hardware_id=self.node.get_name(),
+                                  values=[KeyValue(key=k, value=str(v))
+                                          for k, v in values.items()])
+        header = Header(stamp=stamp) if stamp is not None else Header(
+            stamp=self.node.get_clock().now().to_msg())
+        self.pub.publish(DiagnosticArray(header=header, status=[status]))
+
+    def bad_frame(self, reason: str, stamp: Any) -> None:
+        """Warn (throttled per reason) and publish a WARN diagnostic for a dropped frame."""
+        with self._lock:
+            self.bad += 1
+            now = time.monotonic()
+            key = reason.split(':')[0]
+            if now - self._last_warn.get(key, -1e9) < WARN_PERIOD_S:
+                return
+            self._last_warn[key] = now
+        self.node.get_logger().warning(f'frame dropped: {reason}')
+        self._publish(DiagnosticStatus.WARN, f'frame dropped: {reason}', stamp,
+                      {'bad_frames': self.bad, 'frames': self.frames})
+
+    def processed(self, elapsed_ms: float) -> None:
+        """Count one processed frame."""
+        with self._lock:
+            self.frames += 1
+            self.times_ms.append(elapsed_ms)
+
+    def summary(self, reader: Any) -> None:
+        """Periodic OK/WARN summary; flags frames the transport could not pair."""
+        stats = reader.stats if reader is not None else {}
+        dropped, received = int(stats.get('unpaired', 0)), int(stats.get('received', 0))
+        new_drops, self._last_dropped = dropped - self._last_dropped, dropped
+        new_frames, self._last_received = received - self._last_received, received
+        # Colour/depth waiting for their partner (ros transport): nothing gets through when
+        # camera_info is missing.
+        waiting = reader.pending() if reader is not None else 0
+        times = list(self.times_ms)
+        values = {'frames': self.frames, 'bad_frames': self.bad, 'dropped': dropped,
+                  'p50_ms': f'{np.median(times):.2f}' if times else 'nan',
+                  'p99_ms': f'{np.percentile(times, 99):.2f}' if times else 'nan'}
+        if new_drops > 0 or (waiting and not new_frames):
+            self.bad_frame(f'{max(new_drops, waiting)} incomplete frame(s): colour, depth and '
+                           'camera_info not paired by stamp (missing camera_info?)', None)
+            return
+        self._publish(DiagnosticStatus.OK, 'ok', None, values)
+
+
+def pose_of(obj: DetectedObject) -> Pose:
+    """Pose of a detected object in world: centroid and yaw about z."""
+    pose = Pose()
+    pose.position.x, pose.position.y, pose.position.z = (float(v) for v in obj.position)
+    q = yaw_to_quat(obj.yaw)
+    pose.orientation.x, pose.orientation.y = float(q[0]), float(q[1])
+    pose.orientation.z, pose.orientation.w = float(q[2]), float(q[3])
+    return pose
+
+
+def delete_all(ns: str, header: Header) -> Marker:
+    """A DELETEALL marker for namespace ``ns``."""
+    return Marker(header=header, ns=ns, action=Marker.DELETEALL)
+
+
+def object_markers(objects: list[DetectedObject], target: int | None,
+                   header: Header) -> MarkerArray:
+    """One arrow (centroid, yaw) per object; the target in green, the others in orange."""
+    out = MarkerArray(markers=[delete_all('objects', header)])
+    for i, obj in enumerate(objects):
+        m = Marker(header=header, ns='objects', id=i, type=Marker.ARROW, action=Marker.ADD,
+                   pose=pose_of(obj))
+        m.scale.x, m.scale.y, m.scale.z = 0.05, 0.008, 0.008
+        m.color = (ColorRGBA(r=0.1, g=0.9, b=0.2, a=1.0) if i == target
+                   else ColorRGBA(r=1.0, g=0.6, b=0.1, a=0.9))
+        out.markers.append(m)
+    return out
+
+
+class ObjectLocatorNode(StageNode):
+    """Lifecycle stage running the object locator on every frame."""
+
+    PARAMS = VISION_PARAMS + (
+        Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
+              max=60.0),
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__('object_locator', **kwargs)
+        self._reader: Any = None
+        self._health: StageHealth | None = None
+        self._timer: Any = None
+        self._pubs: dict[str, Any] = {}
+
+    def configure_stage(self) -> None:
+        """Gate, parameters, publishers."""
+        check_deployable_or_fail(self, ['object_locator'])
+        self._ext = extrinsics_from(self.params)
+        self._lp = locator_params(self.params)
+        self._frame_id = self.params['world_frame']
+        self._pubs = {
+            'objects': self.create_lifecycle_publisher(PoseArray, topics.OBJECTS, 10),
+            'object': self.create_lifecycle_publisher(PoseStamped, topics.OBJECT, 10),
+            'markers': self.create_lifecycle_publisher(MarkerArray, topics.MARKERS, 10),
+        }
+        self._health = StageHealth(self, 'object_locator')
+
+    def activate_stage(self) -> None:
+        """Start reading frames."""
+        from edge_loop.transport import FrameReader
+
+        self._reader = FrameReader(self, transport=self.params['transport'],
+                                   channel=self.params['frame_channel'],
+                                   callback=self._on_frame)
+        self._timer = self.create_timer(self.params['diagnostics_period_s'],
+                                        lambda: self._health.summary(self._reader))
+
+    def deactivate_stage(self) -> None:
+        """Stop reading frames."""
+        self._stop_reader()
+
+    def _stop_reader(self) -> None:
+        if self._timer is not None:
+            self.destroy_timer(self._timer)
+            self._timer = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def release(self) -> None:
+        """Close the reader and destroy the publishers (idempotent)."""
+        self._stop_reader()
+        for pub in self._pubs.values():
+            self.destroy_publisher(pub)
+        self._pubs = {}
+        if self._health is not None:
+            self.destroy_publisher(self._health.pub)
+            self._health = None
+
+    def _on_frame(self, frame: Any) -> None:
+        health = self._health
+        if health is None or not self._pubs:
+            return
+        t0 = time.perf_counter()
+        try:
+            color, depth, intr = frame_inputs(frame)
+            objects = locate_objects(color, depth, intr, self._ext, self._lp)
+        except (BadFrameError, ValueError) as exc:
+            health.bad_frame(str(exc), frame.stamp)
+            return
+        order = rank_targets(objects, self._lp.tie_height)
+        target = order[0] if order else None
+        self.debug_delay()
+        header = Header(stamp=frame.stamp, frame_id=self._frame_id)
+        self._pubs['objects'].publish(PoseArray(header=header,
+                                                poses=[pose_of(o) for o in objects]))
+        if target is not None:
+            self._pubs['object'].publish(PoseStamped(header=header, pose=pose_of(objects[target])))
+        self._pubs['markers'].publish(object_markers(objects, target, header))
+        frame.mark('object_locator')
+        health.processed((time.perf_counter() - t0) * 1e3)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the object_locator node."""
+    return run_node(ObjectLocatorNode, args)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,235 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""object_locator and grasp_planner as real processes fed synthetic frames over ROS topics."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from geometry_msgs.msg import PolygonStamped, PoseArray, PoseStamped
+from sensor_msgs.msg import CameraInfo, Image
+from visualization_msgs.msg import MarkerArray
+
+from edge_loop import topics
+from edge_loop.images import fill_image
+from edge_loop.lifecycle_client import LifecycleError
+from edge_loop.paths import SOURCE_ROOT
+from edge_loop.verify.gate import default_record_path
+from edge_loop.verify.sweeps import Box, scene
+
+pytestmark = pytest.mark.ros
+
+BOXES = (Box(-0.08, 0.05, 0.4, 0.05, 0.025, 0.03, rgb=(200, 40, 40)),
+         Box(0.07, -0.04, -0.3, 0.045, 0.03, 0.05, rgb=(40, 60, 200)))
+UNVERIFIED = {'transport': 'ros', 'require_verified': False}
+_stamps = itertools.count(1)
+
+
+@pytest.fixture
+def large_data(ros_domain, monkeypatch):
+    # Both the node processes and this test's own participant send/receive VGA images.
+    ros_domain[1]['FASTDDS_BUILTIN_TRANSPORTS'] = 'LARGE_DATA'
+    monkeypatch.setenv('FASTDDS_BUILTIN_TRANSPORTS', 'LARGE_DATA')
+    # With LARGE_DATA this participant only finds the children with the same discovery range.
+    monkeypatch.setenv('ROS_AUTOMATIC_DISCOVERY_RANGE',
+                       ros_domain[1]['ROS_AUTOMATIC_DISCOVERY_RANGE'])
+    return ros_domain
+
+
+def _ns(stamp):
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+class Camera:
+    """Publishes colour + aligned depth + camera_info from the test, like a driver."""
+
+    def __init__(self, harness):
+        self.h = harness
+        node = harness.node
+        self.color = node.create_publisher(Image, topics.COLOR, 10)
+        self.depth = node.create_publisher(Image, topics.DEPTH, 10)
+        self.info = node.create_publisher(CameraInfo, topics.CAMERA_INFO, 10)
+
+    def send(self, frame, *, color=None, depth=None, color_encoding='rgb8',
+             depth_encoding=None, info=True):
+        """Publish one frame with a fresh stamp; returns the stamp in ns."""
+        stamp_ns = next(_stamps) * 10_000_000 + 1_000_000_000
+        color = frame.color if color is None else color
+        depth = frame.depth if depth is None else depth
+        depth_encoding = depth_encoding or frame.depth_encoding
+        msgs = []
+        for arr, enc in ((color, color_encoding), (depth, depth_encoding)):
+            msg = Image()
+            fill_image(msg, np.ascontiguousarray(arr), enc)
+            msgs.append(msg)
+        cam = CameraInfo(width=frame.intrinsics.width, height=frame.intrinsics.height,
+                         k=[float(v) for v in frame.intrinsics.k().reshape(-1)])
+        for msg in msgs + [cam]:
+            msg.header.stamp.sec = stamp_ns // 1_000_000_000
+            msg.header.stamp.nanosec = stamp_ns % 1_000_000_000
+            msg.header.frame_id = 'camera_color_optical_frame'
+        self.color.publish(msgs[0])
+        self.depth.publish(msgs[1])
+        if info:
+            self.info.publish(cam)
+        return stamp_ns
+
+    def send_until(self, frame, received, timeout=30.0, **kwargs):
+        """Re-send (new stamps) until a message with one of the sent stamps arrives."""
+        sent = []
+
+        def got():
+            return any(_ns(m.header.stamp) in sent for m in list(received))
+
+        for _ in range(int(timeout)):
+            sent.append(self.send(frame, **kwargs))
+            try:
+                self.h.wait_until(got, 1.0, 'output')
+                return next(m for m in list(received) if _ns(m.header.stamp) in sent)
+            except AssertionError:
+                continue
+        raise AssertionError(f'no output for any of {len(sent)} frames')
+
+
+def _bring_up(harness, name, timeout=60.0):
+    lc = harness.lifecycle(name)
+    lc.wait_ready(timeout)
+    lc.transition('configure', timeout=timeout)
+    lc.transition('activate', timeout=timeout)
+    harness.wait_for_subscribers(topics.COLOR, count=1, timeout=timeout)
+    return lc
+
+
+def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harness, node_procs,
+                                                             tmp_path):
+    # The shared params file (its sections for both nodes must load), with the test's
+    # overrides in the node sections (they take precedence over -p).
+    params = yaml.safe_load((SOURCE_ROOT / 'config' / 'pick.yaml').read_text())
+    for name in ('object_locator', 'grasp_planner'):
+        params[name]['ros__parameters'].update(UNVERIFIED)
+    params_file = tmp_path / 'pick.yaml'
+    params_file.write_text(yaml.safe_dump(params))
+    node_procs('object_locator', params_file=params_file)
+    node_procs('grasp_planner', params_file=params_file)
+    objects = harness.collect(PoseArray, topics.OBJECTS)
+    target = harness.collect(PoseStamped, topics.OBJECT)
+    grasp = harness.collect(PolygonStamped, topics.GRASP)
+    markers = harness.collect(MarkerArray, topics.MARKERS)
+    cam = Camera(harness)
+    _bring_up(harness, 'object_locator')
+    _bring_up(harness, 'grasp_planner')
+    harness.wait_for_subscribers(topics.COLOR, count=2)
+    frame = scene(640, 480, boxes=BOXES, depth_encoding='16UC1')
+    first = cam.send_until(frame, objects)
+    stamp = _ns(first.header.stamp)
+    harness.wait_until(lambda: any(_ns(m.header.stamp) == stamp for m in list(grasp))
+                       and any(_ns(m.header.stamp) == stamp for m in list(target)), 20.0,
+                       'grasp and target for the same frame')
+    assert first.header.frame_id == 'world'
+    found = sorted((p.position.x, p.position.y) for p in first.poses)
+    truth = sorted((b.x, b.y) for b in BOXES)
+    assert len(found) == 2
+    # The visible surface includes some of the sides seen in perspective: a few mm off centre.
+    assert np.allclose(found, truth, atol=0.006)
+    t = next(m for m in list(target) if _ns(m.header.stamp) == stamp)
+    assert t.header.frame_id == 'world'
+    # Selection rule: the highest object first (box 2 is 5 cm tall).
+    assert (t.pose.position.x, t.pose.position.y) == pytest.approx((0.07, -0.04), abs=0.006)
+    g = next(m for m in list(grasp) if _ns(m.header.stamp) == stamp)
+    corners = np.array([[p.x, p.y, p.z] for p in g.polygon.points])
+    assert corners.shape == (4, 3)
+    centre = corners.mean(axis=0)
+    assert np.linalg.norm(centre[:2] - [0.07, -0.04]) < 0.01
+    opening = np.linalg.norm(corners[1] - corners[0])
+    assert 0.03 + 0.02 < opening < 0.085 + 1e-6  # narrow side (3 cm) plus clearance
+    normal = np.cross(corners[1] - corners[0], corners[2] - corners[1])
+    assert normal[2] > 0  # counter-clockwise seen from above
+    assert 0.02 < centre[2] < 0.05
+    harness.wait_until(lambda: {mk.ns for m in list(markers) for mk in m.markers}
+                       >= {'objects', 'grasp_candidates'}, 10.0, 'both marker namespaces')
+    # Nothing in the tray: an empty PoseArray and an empty polygon, no /edge_loop/object.
+    n_target = len(target)
+    empty = scene(640, 480, boxes=(), depth_encoding='32FC1')
+    answer = cam.send_until(empty, objects)
+    estamp = _ns(answer.header.stamp)
+    assert answer.poses == []
+    harness.wait_until(lambda: any(_ns(m.header.stamp) == estamp for m in list(grasp)), 20.0,
+                       'grasp answer for the empty frame')
+    eg = next(m for m in list(grasp) if _ns(m.header.stamp) == estamp)
+    assert list(eg.polygon.points) == [] and eg.header.frame_id == 'world'
+    assert not any(_ns(m.header.stamp) == estamp for m in list(target))
+    assert len(target) == n_target
+
+
+def test_bad_frames_give_diagnostics_and_no_output(large_data, harness, node_procs):
+    loc = node_procs('object_locator', params=UNVERIFIED)
+    planner = node_procs('grasp_planner', params=UNVERIFIED)
+    objects = harness.collect(PoseArray, topics.OBJECTS)
+    grasps = harness.collect(PolygonStamped, topics.GRASP)
+    diags = harness.collect(DiagnosticArray, topics.DIAGNOSTICS, 50)
+    cam = Camera(harness)
+    _bring_up(harness, 'object_locator')
+    _bring_up(harness, 'grasp_planner')
+    harness.wait_for_subscribers(topics.COLOR, count=2)
+    frame = scene(640, 480, boxes=BOXES, depth_encoding='32FC1')
+    cam.send_until(frame, objects)   # the pipe works
+    cam.send_until(frame, grasps)
+    cases = {
+        'colour encoding': dict(color=frame.color[..., 0].copy(), color_encoding='mono8'),
+        'size mismatch': dict(depth=frame.depth[:240, :320].copy()),
+        'no valid depth': dict(depth=np.full(frame.depth.shape, np.nan, np.float32)),
+    }
+    for expect, kwargs in cases.items():
+        n_diag = len(diags)
+        stamp = cam.send(frame, **kwargs)
+
+        def warned(expect=expect, n_diag=n_diag):
+            names = {s.name for m in list(diags)[n_diag:] for s in m.status
+                     if s.level == DiagnosticStatus.WARN and expect in s.message}
+            return names >= {'object_locator: input', 'grasp_planner: input'}
+
+        harness.wait_until(warned, 15.0, f'WARN diagnostics about {expect} from both nodes')
+        assert not any(_ns(m.header.stamp) == stamp for m in list(objects)), expect
+        assert not any(_ns(m.header.stamp) == stamp for m in list(grasps)), expect
+    # Missing camera_info: colour and depth never pair; the periodic summary says so.
+    n_diag = len(diags)
+    stamps = [cam.send(frame, info=False) for _ in range(12)]
+    harness.wait_until(lambda: any('incomplete frame' in s.message for m in list(diags)[n_diag:]
+                                   for s in m.status), 15.0, 'a diagnostic about unpaired frames')
+    assert not any(_ns(m.header.stamp) in stamps for m in list(objects))
+    # Still alive and still answering good frames.
+    assert loc.alive() and planner.alive()
+    cam.send_until(frame, objects)
+    cam.send_until(frame, grasps)
+    assert 'Traceback' not in loc.output() + planner.output()
+
+
+def test_deployment_gate_accepts_the_record_and_refuses_a_tampered_one(harness, node_procs,
+                                                                       tmp_path):
+    record = default_record_path()
+    assert record.exists(), 'config/verified.json missing: run make verify'
+    node_procs('object_locator', params={'transport': 'ros'})
+    lc = harness.lifecycle('object_locator')
+    lc.wait_ready(60.0)
+    lc.transition('configure', timeout=60.0)
+    assert lc.get_state() == 'inactive'
+    data = json.loads(record.read_text())
+    entry = data['ops']['grasp_planner']['files']
+    first = next(iter(entry))
+    entry[first] = '0' * 64
+    tampered = tmp_path / 'verified.json'
+    tampered.write_text(json.dumps(data))
+    proc = node_procs('grasp_planner', params={'transport': 'ros',
+                                               'verified_record': str(tampered)})
+    lc2 = harness.lifecycle('grasp_planner')
+    lc2.wait_ready(60.0)
+    with pytest.raises(LifecycleError):
+        lc2.transition('configure', timeout=60.0)
+    assert lc2.get_state() == 'unconfigured'
+    assert proc.wait_for_output('does not match the verified record', 10.0)
+    assert 'make verify' in proc.output()
