@@ -31,6 +31,13 @@ STATE_LABELS = {
     State.PRIMARY_STATE_ACTIVE: 'active',
     State.PRIMARY_STATE_FINALIZED: 'finalized',
 }
+# the state each transition starts from (shutdown: any primary state, below)
+_FROM = {
+    'configure': State.PRIMARY_STATE_UNCONFIGURED,
+    'activate': State.PRIMARY_STATE_INACTIVE,
+    'deactivate': State.PRIMARY_STATE_ACTIVE,
+    'cleanup': State.PRIMARY_STATE_INACTIVE,
+}
 # shutdown has one transition id per source state
 _SHUTDOWN_FROM = {
     State.PRIMARY_STATE_UNCONFIGURED: Transition.TRANSITION_UNCONFIGURED_SHUTDOWN,
@@ -104,8 +111,16 @@ class LifecycleClient:
             raise ValueError(f'unknown transition {name!r}; known: {", ".join(TRANSITIONS)}')
         self.wait_ready(timeout)
         tid, expect = TRANSITIONS[name]
+        current = self.state_id(timeout)
+        if current == expect:
+            return  # already there (e.g. the manager and the monitor both deactivate)
         if name == 'shutdown':
-            tid = _SHUTDOWN_FROM.get(self.state_id(timeout), tid)
+            tid = _SHUTDOWN_FROM.get(current, tid)
+        elif current != _FROM[name]:
+            # Asking rcl for an unregistered transition raises inside the target's service
+            # callback (rclpy 7.1), which can take that node down: refuse here instead.
+            raise LifecycleError(f'node {self.target!r}: cannot {name} from '
+                                 f'{STATE_LABELS.get(current, current)}')
         req = ChangeState.Request()
         req.transition.id = tid
         resp = self._call(self._change, req, timeout)

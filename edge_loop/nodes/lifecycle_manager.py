@@ -13,9 +13,11 @@ A plain rclpy node (not itself managed), like Nav2's lifecycle manager:
   shuts down in reverse order; reset stops after cleanup, so startup can run again.
 - While up, every node's ``get_state`` is polled each ``heartbeat_period_s`` without
   waiting for the previous answer; a node that has not answered for
-  ``heartbeat_timeout_s`` (a dead or hung process), has left the ROS graph, or is no
-  longer active is a failure: the controller is deactivated first (safe state), then the
-  failure is reported (ERROR on /diagnostics, a log line naming the node, ``~/active`` false).
+  ``heartbeat_timeout_s`` (a hung process), whose process has exited (nodes on this host
+  publish ``host:pid`` in their read-only ``process`` parameter, checked every heartbeat),
+  has left the ROS graph, or is no longer active is a failure: the controller is
+  deactivated first (safe state), then the failure is reported (ERROR on /diagnostics, a
+  log line naming the node, ``~/active`` false).
   The controller alone being inactive is the deadline monitor's safe state: a warning only.
 - Services ``~/startup``, ``~/shutdown``, ``~/reset`` (std_srvs/Trigger); ``~/active``
   (std_msgs/Bool, transient local) says whether the whole graph is up.
@@ -26,9 +28,11 @@ so a service callback can wait for other nodes' answers.
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import rclpy
@@ -58,6 +62,24 @@ class _Watch:
         self.last_answer = now
         self.state = 'unknown'
         self.pending: list[Any] = []
+        self.pid: int | None = None   # when the node runs on this host
+
+
+def _process_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f'/proc/{pid}/stat').read_text()
+    except OSError:
+        return False
+    return stat.rsplit(')', 1)[1].split()[0] != 'Z'
+
+
+def local_pid(process: str) -> int | None:
+    """The pid of a ``host:pid`` string when host is this machine, else None."""
+    host, _, pid = process.rpartition(':')
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    return int(pid)
 
 
 class LifecycleManager(Node):
@@ -77,8 +99,9 @@ class LifecycleManager(Node):
             description='Timeout of one lifecycle transition of one node (s)'))
         self.declare_parameter('heartbeat_period_s', 0.1, ParameterDescriptor(
             description='Period of the get_state polls while up (s)'))
-        self.declare_parameter('heartbeat_timeout_s', 0.35, ParameterDescriptor(
-            description='No answer for this long = the node is dead (s)'))
+        self.declare_parameter('heartbeat_timeout_s', 3.0, ParameterDescriptor(
+            description='No get_state answer for this long = the node hangs (s); an exited '
+                        'process on this host is noticed within one heartbeat period'))
         self.declare_parameter('autostart', False, ParameterDescriptor(
             description='Bring the nodes up when the manager starts'))
         self.declare_parameter('controller_node', 'pick_controller', ParameterDescriptor(
@@ -194,8 +217,11 @@ class LifecycleManager(Node):
                     except LifecycleError as exc:
                         return False, self._abort(name, transition, exc)
             now = time.monotonic()
+            watches = {n: _Watch(now) for n in self.node_names}
+            for name, watch in watches.items():
+                watch.pid = self._node_pid(name)
             with self._lock:
-                self._watch = {n: _Watch(now) for n in self.node_names}
+                self._watch = watches
                 self.state = 'up'
                 self.error = ''
                 self.controller_note = ''
@@ -285,6 +311,9 @@ class LifecycleManager(Node):
         graph = {(ns.rstrip('/') + '/' + n).lstrip('/')
                  for n, ns in self.get_node_names_and_namespaces()}
         for name, watch in watches.items():
+            if watch.pid is not None and not _process_alive(watch.pid):
+                self._failure(name, f'process {watch.pid} exited')
+                return
             silent = now - watch.last_answer
             if silent > self.heartbeat_timeout:
                 self._failure(name, f'no get_state answer for {silent * 1000:.0f} ms '
@@ -312,6 +341,25 @@ class LifecycleManager(Node):
             future = self._heartbeat[name].call_async(GetState.Request())
             future.add_done_callback(lambda f, w=watch: self._on_answer(w, f))
             watch.pending.append(future)
+
+    def _node_pid(self, name: str) -> int | None:
+        """The pid of ``name`` from its ``process`` parameter, when it runs on this host."""
+        from rcl_interfaces.srv import GetParameters
+
+        client = self.create_client(GetParameters, f'/{name}/get_parameters',
+                                    callback_group=self._group)
+        try:
+            if not client.wait_for_service(timeout_sec=2.0):
+                return None
+            done = threading.Event()
+            future = client.call_async(GetParameters.Request(names=['process']))
+            future.add_done_callback(lambda _f: done.set())
+            if not done.wait(2.0) or future.result() is None:
+                return None
+            values = future.result().values
+            return local_pid(values[0].string_value) if values else None
+        finally:
+            self.destroy_client(client)
 
     def _on_answer(self, watch: _Watch, future: Any) -> None:
         if future.cancelled() or future.exception() is not None:

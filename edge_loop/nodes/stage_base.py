@@ -13,6 +13,8 @@ logging it, so the base catches and logs). ``on_cleanup``/``on_shutdown``/``on_e
 from __future__ import annotations
 
 import math
+import os
+import socket
 import sys
 import time
 import traceback
@@ -36,6 +38,9 @@ _PTYPE = {
 }
 _TYPE_NAME = {bool: 'bool', int: 'integer', float: 'double', str: 'string',
               'float[]': 'double array', 'int[]': 'integer array', 'str[]': 'string array'}
+
+
+PROCESS_PARAM = 'process'
 
 
 class ConfigError(Exception):
@@ -166,6 +171,12 @@ class StageNode(LifecycleNode):
         self.params: dict[str, Any] = {}
         self._declare_errors: list[str] = []
         super().__init__(node_name, **kwargs)
+        # Where this node runs, for the lifecycle manager's liveness watch: a process that is
+        # gone is noticed at once, one that is merely busy (a 1 s render) is not taken for dead.
+        self.declare_parameter(
+            PROCESS_PARAM, f'{socket.gethostname()}:{os.getpid()}',
+            ParameterDescriptor(description='host:pid of this node (read only)', read_only=True),
+            ignore_override=True)
         for spec in self.all_params():
             try:
                 self.declare_parameter(spec.name, spec.default, spec.descriptor())

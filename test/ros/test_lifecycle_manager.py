@@ -50,7 +50,7 @@ def graph(harness, node_procs, ros_domain, tmp_path):
 
     def start_manager(**params):
         return node_procs('lifecycle_manager',
-                          params={'node_names': NAMES, 'heartbeat_timeout_s': 0.35, **params})
+                          params={'node_names': NAMES, **params})
 
     def call(service: str):
         client = harness.node.create_client(Trigger, f'/lifecycle_manager/{service}')
@@ -135,7 +135,9 @@ def test_killed_node_detected_and_controller_deactivated(harness, graph):
     detected_at = log_times(manager, "failure detected: node 'cam_stage'")[0]
     delay = detected_at - killed_at
     print(f'killed process detected after {delay * 1000:.0f} ms')
-    assert 0.0 < delay < 0.75    # 0.35 s timeout + 0.1 s period (+ slack for CI load)
+    # The exited pid is seen at the next heartbeat (0.1 s), long before the 3 s hang timeout.
+    assert 0.0 < delay < 0.5, f'killed process noticed after {delay * 1000:.0f} ms'
+    assert 'process' in manager.output() and 'exited' in manager.output()
     harness.lifecycle('pick_controller').wait_for_state('inactive', 10.0)
     harness.wait_until(lambda: graph.active[-1:] == [False], 10.0, '~/active false')
     assert harness.lifecycle('mid_stage').get_state() == 'active'   # only the controller
