@@ -368,7 +368,6 @@ def run(args: argparse.Namespace) -> int:
     if args.bag is not None and not args.bag.exists():
         print(f'edge-loop demo: bag {args.bag} does not exist', file=sys.stderr)
         return 2
-    os.environ.setdefault('FASTDDS_BUILTIN_TRANSPORTS', 'LARGE_DATA')
     params_file = args.params_file or bringup.default_params_file()
     if args.bag is not None:
         nodes = bringup.graph('bag', bag=str(args.bag), transport=args.transport,

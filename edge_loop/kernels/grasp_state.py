@@ -1,0 +1,274 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Tactile grasp state from finger positions, velocities and pad forces.
+
+States: ``open``, ``closing``, ``holding``, ``closed_empty``, ``slipping``, ``lost``.
+
+Per sample a *raw* state is classified from:
+
+- contact: both pad forces (bias removed) above ``force_on``; it stays latched until the
+  smaller force falls below ``force_off`` (hysteresis, so noise around one level cannot chatter);
+- the opening (sum of the finger positions) and the closing speed (minus the sum of the finger
+  velocities), and the commanded opening when known;
+- history: ``slipping`` while in contact after ``slip_settle_s`` of holding, when the force
+  drops by ``slip_drop_fraction`` from its peak over ``slip_window_s``, or the fingers keep
+  closing faster than ``slip_velocity`` while the force is ``slip_creep_drop_fraction`` below
+  the highest force of this hold (the object is sliding out between them; squeezing harder
+  is not a slip);
+  ``lost`` when most of the force is gone (below ``lost_fraction`` of the peak) while the
+  fingers close on, or contact ends after holding while the fingers close further than
+  ``lost_closing`` past the opening they held at, or the command still says closed (a release
+  opens them instead).
+
+The published state follows the raw state only after the raw state has been the same for
+``dwell_s`` (``slip_dwell_s`` for ``slipping``: one- or two-sample force spikes while the arm
+shakes are not slips) (debouncing). Two implementations with the same arithmetic:
+:class:`GraspStateEstimator` (streaming, what the node runs) and :func:`classify_trace`
+(features vectorised over a whole recorded trace, for replay and benchmarks); the harness
+checks that they give the identical state sequence (``edge_loop/verify/ops_grasp_state.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+OPEN = 'open'
+CLOSING = 'closing'
+HOLDING = 'holding'
+CLOSED_EMPTY = 'closed_empty'
+SLIPPING = 'slipping'
+LOST = 'lost'
+STATES = (OPEN, CLOSING, HOLDING, CLOSED_EMPTY, SLIPPING, LOST)
+STATE_INDEX = {s: i for i, s in enumerate(STATES)}
+_GRIPPED = (HOLDING, SLIPPING)
+
+
+@dataclass(frozen=True)
+class GraspStateParams:
+    """Thresholds of one gripper (forces in N per finger pad, lengths in m, times in s)."""
+
+    force_on: float = 1.0
+    force_off: float = 0.5
+    force_bias: tuple[float, float] = (0.0, 0.0)
+    moving_velocity: float = 0.004      # closing speed that counts as closing (m/s)
+    closed_opening: float = 0.003       # opening at or below which the fingers are together
+    command_tolerance: float = 0.003    # commanded opening below actual by more -> closing
+    dwell_s: float = 0.004              # a new state must persist this long to be published
+    slip_dwell_s: float = 0.012         # slipping must persist longer (solver force spikes)
+    slip_drop_fraction: float = 0.35
+    slip_window_s: float = 0.06
+    slip_velocity: float = 0.01
+    slip_creep_drop_fraction: float = 0.1   # ... with the force this far below the hold's peak
+    slip_settle_s: float = 0.08         # no slip decisions in the first part of a hold
+    lost_closing: float = 0.003
+    lost_fraction: float = 0.25         # force below this share of its recent peak -> lost
+
+    def validate(self) -> None:
+        """Raise ValueError for inconsistent thresholds."""
+        if not self.force_off < self.force_on:
+            raise ValueError(f'force_off {self.force_off} must be below force_on {self.force_on}')
+        if len(self.force_bias) != 2:
+            raise ValueError('force_bias needs one value per finger')
+        for name in ('moving_velocity', 'closed_opening', 'dwell_s', 'slip_dwell_s',
+                     'slip_window_s', 'slip_velocity', 'lost_closing'):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f'{name} must be >= 0')
+        if not 0 < self.slip_drop_fraction < 1:
+            raise ValueError('slip_drop_fraction must be in (0, 1)')
+        if not 0 <= self.lost_fraction < 1:
+            raise ValueError('lost_fraction must be in [0, 1)')
+
+
+DEFAULT_PARAMS = GraspStateParams()
+
+
+class _Machine:
+    """The history-dependent part shared by both implementations (scalar float64 inputs)."""
+
+    def __init__(self, params: GraspStateParams) -> None:
+        self.p = params
+        self.state = OPEN
+        self.candidate = OPEN
+        self.candidate_since = -math.inf
+        self.hold_since = math.inf
+        self.grip_opening = math.nan
+        self.hold_peak = 0.0
+
+    def step(self, t: float, contact: bool, fmin: float, peak: float, opening: float,
+             closing_speed: float, command_delta: float) -> str:
+        """One sample; ``command_delta`` = commanded minus actual opening (NaN = unknown)."""
+        p = self.p
+        prev = self.state
+        cmd_open = command_delta > p.command_tolerance
+        cmd_closed = command_delta < -p.command_tolerance
+        fingers_opening = closing_speed < -p.moving_velocity
+        if cmd_open:
+            raw = OPEN                       # released or opening: whatever the pads feel
+        elif prev == LOST and not fingers_opening:
+            raw = LOST                       # stays lost until the gripper opens again
+        elif (prev in _GRIPPED and fmin < p.lost_fraction * peak
+              and closing_speed > p.moving_velocity):
+            raw = LOST                       # most of the force gone and the fingers close on
+        elif contact:
+            raw = HOLDING
+            # fingers closing in while the force is off its peak (squeezing harder is not
+            # a slip), or a large force drop
+            if prev in _GRIPPED and t - self.hold_since >= p.slip_settle_s and (
+                    peak - fmin > p.slip_drop_fraction * peak
+                    or (closing_speed > p.slip_velocity
+                        and self.hold_peak - fmin > p.slip_creep_drop_fraction
+                        * self.hold_peak)):
+                raw = SLIPPING
+        elif prev in _GRIPPED and not fingers_opening and (
+                cmd_closed or closing_speed > p.moving_velocity
+                or opening < self.grip_opening - p.lost_closing
+                or opening <= p.closed_opening):
+            raw = LOST
+        elif opening <= p.closed_opening and closing_speed <= p.moving_velocity:
+            raw = CLOSED_EMPTY
+        elif closing_speed > p.moving_velocity or cmd_closed:
+            raw = CLOSING
+        else:
+            raw = OPEN
+        if raw != self.candidate:
+            self.candidate = raw
+            self.candidate_since = t
+        dwell = p.slip_dwell_s if raw == SLIPPING else p.dwell_s
+        if raw != prev and t - self.candidate_since >= dwell:
+            self.state = raw
+            if raw == HOLDING and prev not in _GRIPPED:
+                self.hold_since = t
+            elif raw not in _GRIPPED:
+                self.hold_since = math.inf
+        if self.state in _GRIPPED:
+            self.hold_peak = max(self.hold_peak, fmin) if prev in _GRIPPED else fmin
+        if self.state == HOLDING:
+            self.grip_opening = opening
+        elif self.state not in (*_GRIPPED, LOST):
+            self.grip_opening = math.nan
+        return self.state
+
+
+class GraspStateEstimator:
+    """Streaming grasp state: call :meth:`update` once per joint_states sample."""
+
+    def __init__(self, params: GraspStateParams = DEFAULT_PARAMS) -> None:
+        params.validate()
+        self.params = params
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to ``open`` with no history."""
+        self._machine = _Machine(self.params)
+        self._contact = False
+        self._window: deque[tuple[float, float]] = deque()
+        self.last_t = -math.inf
+
+    @property
+    def state(self) -> str:
+        """The current (debounced) state."""
+        return self._machine.state
+
+    def update(self, t: float, positions, velocities, forces,
+               commanded_opening: float | None = None) -> str:
+        """Fold in one sample (2 fingers each) and return the state.
+
+        Raises ValueError for non-finite values or a sample older than the previous one.
+        """
+        p = self.params
+        vals = [float(x) for x in (*positions, *velocities, *forces)]
+        if len(vals) != 6 or not all(math.isfinite(x) for x in vals) or not math.isfinite(t):
+            raise ValueError(f'need 2 finite positions, velocities and forces, got {vals}')
+        if t < self.last_t:
+            raise ValueError(f'sample time {t} before the previous one {self.last_t}')
+        self.last_t = t
+        opening = vals[0] + vals[1]
+        closing_speed = -(vals[2] + vals[3])
+        fmin = min(vals[4] - p.force_bias[0], vals[5] - p.force_bias[1])
+        if fmin > p.force_on:
+            self._contact = True
+        elif fmin < p.force_off:
+            self._contact = False
+        window = self._window
+        window.append((t, fmin))
+        start = t - p.slip_window_s
+        while window[0][0] <= start:
+            window.popleft()
+        peak = max(f for _, f in window)
+        delta = math.nan if commanded_opening is None else float(commanded_opening) - opening
+        return self._machine.step(t, self._contact, fmin, peak, opening, closing_speed, delta)
+
+
+def classify_trace_reference(t, positions, velocities, forces, commanded_opening=None,
+                             params: GraspStateParams = DEFAULT_PARAMS) -> np.ndarray:
+    """State index per sample by running :class:`GraspStateEstimator` over a trace.
+
+    ``positions``/``velocities``/``forces`` are (N, 2); ``commanded_opening`` (N,) or None
+    (NaN = unknown at that sample).
+    """
+    est = GraspStateEstimator(params)
+    n = len(t)
+    out = np.empty(n, dtype=np.int8)
+    for k in range(n):
+        cmd = None if commanded_opening is None else float(commanded_opening[k])
+        out[k] = STATE_INDEX[est.update(float(t[k]), positions[k], velocities[k], forces[k],
+                                        cmd)]
+    return out
+
+
+def _hysteresis(on: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """Latch: True from an ``on`` sample until the next ``off`` sample (starts False)."""
+    event = np.where(on, 1, np.where(off, 0, -1))
+    idx = np.where(event >= 0, np.arange(len(event)), -1)
+    np.maximum.accumulate(idx, out=idx)
+    return np.where(idx >= 0, event[np.maximum(idx, 0)] == 1, False)
+
+
+def classify_trace(t, positions, velocities, forces, commanded_opening=None,
+                   params: GraspStateParams = DEFAULT_PARAMS) -> np.ndarray:
+    """Deployed :func:`classify_trace_reference`: features vectorised, one lean loop."""
+    params.validate()
+    t = np.asarray(t, dtype=np.float64)
+    pos = np.asarray(positions, dtype=np.float64)
+    vel = np.asarray(velocities, dtype=np.float64)
+    frc = np.asarray(forces, dtype=np.float64)
+    n = len(t)
+    if not (pos.shape == vel.shape == frc.shape == (n, 2)):
+        raise ValueError('positions, velocities and forces must be (N, 2) like t')
+    if not (np.isfinite(t).all() and np.isfinite(pos).all() and np.isfinite(vel).all()
+            and np.isfinite(frc).all()):
+        raise ValueError('non-finite sample in the trace')
+    if n and np.any(np.diff(t) < 0):
+        raise ValueError('sample times must not decrease')
+    opening = pos[:, 0] + pos[:, 1]
+    closing_speed = -(vel[:, 0] + vel[:, 1])
+    fmin = np.minimum(frc[:, 0] - params.force_bias[0], frc[:, 1] - params.force_bias[1])
+    contact = _hysteresis(fmin > params.force_on, fmin < params.force_off)
+    # Peak of fmin over (t - window, t]: windows are a few samples, so loop over the lag.
+    first = np.searchsorted(t, t - params.slip_window_s, side='right')
+    peak = fmin.copy()
+    idx = np.arange(n)
+    for lag in range(1, int((idx - first).max(initial=0)) + 1):
+        sel = idx - lag >= first
+        peak[sel] = np.maximum(peak[sel], fmin[idx[sel] - lag])
+    if commanded_opening is None:
+        delta = np.full(n, np.nan)
+    else:
+        delta = np.asarray(commanded_opening, dtype=np.float64) - opening
+    machine = _Machine(params)
+    out = np.empty(n, dtype=np.int8)
+    step = machine.step
+    tl, cl, fl, pl, ol, sl, dl = (t.tolist(), contact.tolist(), fmin.tolist(), peak.tolist(),
+                                  opening.tolist(), closing_speed.tolist(), delta.tolist())
+    for k in range(n):
+        out[k] = STATE_INDEX[step(tl[k], cl[k], fl[k], pl[k], ol[k], sl[k], dl[k])]
+    return out
+
+
+def state_names(indices: np.ndarray) -> list[str]:
+    """State names of a :func:`classify_trace` result."""
+    return [STATES[i] for i in indices]

@@ -1,0 +1,275 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""occupancy_mapper: a top-down occupancy grid of the workspace, fused over the depth frames.
+
+Input: frames from :class:`edge_loop.transport.FrameReader` (only the aligned depth and the
+camera_info are used). Output: ``/edge_loop/occupancy`` (nav_msgs/OccupancyGrid, frame
+``world_frame``, stamp = the frame's stamp) on every frame: -1 unknown, 0 free, 100 occupied
+(geometry more than ``occupied_height`` above the table). A bad frame (no depth, wrong encoding,
+size mismatch, missing camera_info, no valid pixel) gives a throttled warning and a
+``/diagnostics`` entry and no output; the fused grid is kept. The kernel is
+:func:`edge_loop.kernels.occupancy.integrate`, gated by the verification record
+(``require_verified``).
+"""
+
+from __future__ import annotations
+
+import array
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Pose
+from nav_msgs.msg import MapMetaData, OccupancyGrid
+from std_msgs.msg import Header
+
+from edge_loop import topics
+from edge_loop.images import DEPTH_ENCODINGS
+from edge_loop.kernels.camera import Extrinsics, Intrinsics
+from edge_loop.kernels.occupancy import GridSpec, OccupancyMapper, OccupancyParams
+from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
+
+_DEF = OccupancyParams()
+WARN_PERIOD_S = 1.0
+OP_NAME = 'occupancy.integrate'
+
+
+class BadFrame(ValueError):  # noqa: N818 - a verdict on the input, named as the vision nodes'
+    """A frame the stage cannot use; the message says why."""
+
+
+class Health:
+    """Throttled warnings, WARN diagnostics for bad frames, a periodic OK summary."""
+
+    def __init__(self, node: StageNode, name: str) -> None:
+        self.node = node
+        self.name = name
+        self.pub = node.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
+        self.times_ms: deque[float] = deque(maxlen=200)
+        self.frames = 0
+        self.bad = 0
+        self._last_warn: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def _publish(self, level: bytes, message: str, stamp: Any) -> None:
+        times = list(self.times_ms)
+        values = {'frames': self.frames, 'bad_frames': self.bad,
+                  'p50_ms': f'{np.median(times):.2f}' if times else 'nan',
+                  'p99_ms': f'{np.percentile(times, 99):.2f}' if times else 'nan'}
+        status = DiagnosticStatus(level=level, name=f'{self.name}: input', message=message,
+                                  hardware_id=self.node.get_name(),
+                                  values=[KeyValue(key=k, value=str(v))
+                                          for k, v in values.items()])
+        header = Header(stamp=stamp if stamp is not None
+                        else self.node.get_clock().now().to_msg())
+        self.pub.publish(DiagnosticArray(header=header, status=[status]))
+
+    def bad_frame(self, reason: str, stamp: Any) -> None:
+        """Warn (throttled per reason) and publish a WARN diagnostic for a dropped frame."""
+        with self._lock:
+            self.bad += 1
+            now = time.monotonic()
+            key = reason.split(':')[0]
+            if now - self._last_warn.get(key, -1e9) < WARN_PERIOD_S:
+                return
+            self._last_warn[key] = now
+        self.node.get_logger().warning(f'frame dropped: {reason}')
+        self._publish(DiagnosticStatus.WARN, f'frame dropped: {reason}', stamp)
+
+    def processed(self, elapsed_ms: float) -> None:
+        """Count one processed frame."""
+        with self._lock:
+            self.frames += 1
+            self.times_ms.append(elapsed_ms)
+
+    def summary(self) -> None:
+        """Periodic OK summary with the processing time."""
+        self._publish(DiagnosticStatus.OK, 'ok', None)
+
+
+def check_gate(node: StageNode) -> None:
+    """The deployment gate in configure (ConfigError with the gate's message)."""
+    if not node.params['require_verified']:
+        node.get_logger().warning('require_verified is false: running a kernel without '
+                                  'checking its verification record')
+        return
+    from edge_loop.verify.gate import DeploymentGateError, check_deployable
+
+    try:
+        check_deployable([OP_NAME], node.params['verified_record'] or None)
+    except DeploymentGateError as exc:
+        raise ConfigError(f'deployment gate: {exc}') from exc
+    node.get_logger().info(f'deployment gate: {OP_NAME} verified')
+
+
+def depth_inputs(frame: Any) -> tuple[np.ndarray, Intrinsics]:
+    """(depth view, intrinsics) of a frame, or BadFrame."""
+    depth = frame.depth
+    if depth is None:
+        raise BadFrame('frame without a depth image')
+    if frame.depth_encoding not in DEPTH_ENCODINGS:
+        raise BadFrame(f'depth encoding {frame.depth_encoding!r} not supported '
+                       f'(use {" or ".join(DEPTH_ENCODINGS)})')
+    if depth.ndim != 2:
+        raise BadFrame(f'depth image has shape {depth.shape}, expected (H, W)')
+    expected = np.float32 if frame.depth_encoding == '32FC1' else np.uint16
+    if depth.dtype != expected:
+        raise BadFrame(f'depth dtype {depth.dtype} does not match {frame.depth_encoding}')
+    info = frame.camera_info
+    if info is None:
+        raise BadFrame('missing camera_info')
+    if (int(info.width), int(info.height)) != (depth.shape[1], depth.shape[0]):
+        raise BadFrame(f'camera_info is {info.width}x{info.height} but the depth image is '
+                       f'{depth.shape[1]}x{depth.shape[0]}')
+    try:
+        intr = Intrinsics.from_k(list(info.k), info.width, info.height)
+    except ValueError as exc:
+        raise BadFrame(str(exc)) from exc
+    with np.errstate(invalid='ignore'):
+        if not np.any(depth > 0):
+            raise BadFrame('no valid depth pixel in the frame (all zero/NaN)')
+    return depth, intr
+
+
+def grid_message(grid: np.ndarray, spec: GridSpec, header: Header) -> OccupancyGrid:
+    """nav_msgs/OccupancyGrid of an int8 (rows, cols) grid (row-major from the origin)."""
+    info = MapMetaData(resolution=float(spec.resolution), width=spec.width, height=spec.height,
+                       origin=Pose())
+    info.origin.position.x = float(spec.origin_x)
+    info.origin.position.y = float(spec.origin_y)
+    info.origin.orientation.w = 1.0
+    info.map_load_time = header.stamp
+    msg = OccupancyGrid(header=header, info=info)
+    msg.data = array.array('b', np.ascontiguousarray(grid, dtype=np.int8).tobytes())
+    return msg
+
+
+class OccupancyMapperNode(StageNode):
+    """Lifecycle stage fusing every depth frame into the occupancy grid."""
+
+    PARAMS = (
+        Param('require_verified', True,
+              'Refuse to configure unless the kernel matches config/verified.json (make verify)'),
+        Param('verified_record', '', 'Deployment record to check (empty: config/verified.json)'),
+        Param('grid_origin', [-0.30, -0.225], 'World (x, y) of the grid corner (m)', length=2),
+        Param('grid_resolution', 0.005, 'Cell size (m)', min=0.001, max=0.5),
+        Param('grid_width', 120, 'Cells along world x', min=1, max=4000),
+        Param('grid_height', 90, 'Cells along world y', min=1, max=4000),
+        Param('occupied_height', _DEF.occupied_height,
+              'Geometry higher than this above the table is occupied (m)', min=0.0, max=1.0),
+        Param('max_height', _DEF.max_height,
+              'Points higher than this are ignored: gripper, arm (m)', min=0.0, max=5.0),
+        Param('min_observed_area', _DEF.min_observed_area,
+              'Surface (in cell areas) a cell needs in a frame to get evidence', min=0.0,
+              max=10.0),
+        Param('hit_area_fraction', _DEF.hit_area_fraction,
+              'Share of that surface above occupied_height that makes a hit', min=0.0, max=1.0),
+        Param('l_hit', _DEF.l_hit, 'Log-odds added for a hit', min=0.0, max=10.0),
+        Param('l_miss', _DEF.l_miss, 'Log-odds added for a miss', min=-10.0, max=0.0),
+        Param('l_min', _DEF.l_min, 'Lower log-odds clamp', min=-50.0, max=0.0),
+        Param('l_max', _DEF.l_max, 'Upper log-odds clamp', min=0.0, max=50.0),
+        Param('unobserved_decay', _DEF.unobserved_decay,
+              'Share of the log-odds lost per frame without evidence (towards unknown)',
+              min=0.0, max=1.0),
+        Param('occupied_above', _DEF.occupied_above, 'Log-odds above this: occupied (100)',
+              min=0.0, max=50.0),
+        Param('free_below', _DEF.free_below, 'Log-odds below this: free (0)', min=-50.0,
+              max=0.0),
+        Param('pixel_stride', _DEF.pixel_stride, 'Use every n-th pixel in u and v', min=1,
+              max=16),
+        Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
+              max=60.0),
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__('occupancy_mapper', **kwargs)
+        self._reader: Any = None
+        self._health: Health | None = None
+        self._timer: Any = None
+        self._pub: Any = None
+        self._mapper: OccupancyMapper | None = None
+
+    def configure_stage(self) -> None:
+        """Gate, grid, fusion parameters, publisher."""
+        check_gate(self)
+        prm = self.params
+        try:
+            self._ext = Extrinsics.from_params(prm['camera_position'], prm['camera_orientation'])
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        spec = GridSpec(origin_x=prm['grid_origin'][0], origin_y=prm['grid_origin'][1],
+                        resolution=prm['grid_resolution'], width=prm['grid_width'],
+                        height=prm['grid_height'])
+        fusion = OccupancyParams(
+            occupied_height=prm['occupied_height'], max_height=prm['max_height'],
+            min_observed_area=prm['min_observed_area'],
+            hit_area_fraction=prm['hit_area_fraction'], l_hit=prm['l_hit'],
+            l_miss=prm['l_miss'], l_min=prm['l_min'], l_max=prm['l_max'],
+            unobserved_decay=prm['unobserved_decay'], occupied_above=prm['occupied_above'],
+            free_below=prm['free_below'], pixel_stride=prm['pixel_stride'])
+        self._mapper = OccupancyMapper(spec, fusion)
+        self._frame_id = prm['world_frame']
+        self._pub = self.create_lifecycle_publisher(OccupancyGrid, topics.OCCUPANCY, 10)
+        self._health = Health(self, 'occupancy_mapper')
+
+    def activate_stage(self) -> None:
+        """Start reading frames."""
+        from edge_loop.transport import FrameReader
+
+        self._reader = FrameReader(self, transport=self.params['transport'],
+                                   channel=self.params['frame_channel'],
+                                   callback=self._on_frame)
+        self._timer = self.create_timer(self.params['diagnostics_period_s'],
+                                        lambda: self._health.summary())
+
+    def deactivate_stage(self) -> None:
+        """Stop reading frames (the fused grid is kept)."""
+        self._stop_reader()
+
+    def _stop_reader(self) -> None:
+        if self._timer is not None:
+            self.destroy_timer(self._timer)
+            self._timer = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def release(self) -> None:
+        """Close the reader, forget the grid, destroy the publishers (idempotent)."""
+        self._stop_reader()
+        if self._pub is not None:
+            self.destroy_publisher(self._pub)
+            self._pub = None
+        if self._health is not None:
+            self.destroy_publisher(self._health.pub)
+            self._health = None
+        self._mapper = None
+
+    def _on_frame(self, frame: Any) -> None:
+        health, mapper, pub = self._health, self._mapper, self._pub
+        if health is None or mapper is None or pub is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            depth, intr = depth_inputs(frame)
+            grid = mapper.update(depth, intr, self._ext)
+        except (BadFrame, ValueError) as exc:
+            health.bad_frame(str(exc), frame.stamp)
+            return
+        self.debug_delay()
+        pub.publish(grid_message(grid, mapper.spec,
+                                 Header(stamp=frame.stamp, frame_id=self._frame_id)))
+        frame.mark('occupancy_mapper')
+        health.processed((time.perf_counter() - t0) * 1e3)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the occupancy_mapper node."""
+    return run_node(OccupancyMapperNode, args)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,304 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""pick_controller: drives the pick from perception, occupancy and touch.
+
+See docs/pick_controller.md for the commands and phases.
+Inputs: ``/edge_loop/grasp`` (PolygonStamped: the jaw rectangle; one per camera frame, it is
+the loop's clock; an empty polygon = nothing found), ``/edge_loop/object`` and
+``/edge_loop/objects`` (kept for the markers), ``/edge_loop/occupancy`` (OccupancyGrid),
+``/edge_loop/grasp_state`` (DiagnosticArray, status ``grasp_state``), ``/arm/tcp_pose``
+(PoseStamped, world). On every grasp message it runs
+:meth:`edge_loop.kernels.policy.PickPolicy.step` with ``now`` = that message's stamp and
+publishes, stamped with it: ``/edge_loop/cmd/arm`` (TwistStamped, frame ``world_frame``: TCP
+linear velocity m/s, angular.z yaw rate rad/s; all zero = hold still), ``/edge_loop/cmd/gripper``
+(JointState: name ``gripper``, position = target opening m, effort = max grip force N) and a
+text marker with the phase on ``/edge_loop/markers`` (namespace ``pick_controller``).
+Stale inputs (older than ``stale_s`` against the frame stamp) make it command zero twist. An
+unusable input message (NaN, wrong size, unknown frame) is ignored with a throttled warning
+and a ``/diagnostics`` entry.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PolygonStamped, PoseArray, PoseStamped, TwistStamped
+from nav_msgs.msg import OccupancyGrid
+from sensor_msgs.msg import JointState
+from std_msgs.msg import ColorRGBA, Header
+from visualization_msgs.msg import Marker, MarkerArray
+
+from edge_loop import topics
+from edge_loop.kernels.camera import Extrinsics, camera_to_world
+from edge_loop.kernels.grasp_types import grasp_from_rectangle
+from edge_loop.kernels.occupancy import GridSpec
+from edge_loop.kernels.policy import PickPolicy, PolicyInputs, PolicyOutput, PolicyParams
+from edge_loop.nodes.grasp_state import STATE_QOS, stamp_seconds
+from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
+
+WARN_PERIOD_S = 1.0
+_DEF = PolicyParams()
+GRASP_STATES = ('open', 'closing', 'holding', 'closed_empty', 'slipping', 'lost')
+
+
+def yaw_of(q: Any) -> float:
+    """Yaw about world z of a geometry_msgs/Quaternion."""
+    return math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+
+
+def _vec(name: str, default: tuple[float, ...], what: str) -> Param:
+    return Param(name, list(default), what, length=len(default))
+
+
+class PickControllerNode(StageNode):
+    """Lifecycle stage: the pick state machine between perception and the robot."""
+
+    PARAMS = (
+        _vec('home', _DEF.home, 'Parked TCP position outside the camera view (m, world)'),
+        Param('home_yaw', _DEF.home_yaw, 'Parked yaw (rad)', min=-math.pi, max=math.pi),
+        _vec('drop', _DEF.drop, 'TCP position over the bin where the object is released (m)'),
+        Param('pregrasp_height', _DEF.pregrasp_height, 'Pre-grasp above the grasp (m)',
+              min=0.02, max=0.5),
+        Param('transit_height', _DEF.transit_height, 'Travel height (m)', min=0.05, max=1.0),
+        Param('lift_height', _DEF.lift_height, 'Lift to this TCP height (m)', min=0.05,
+              max=1.0),
+        Param('min_tcp_z', _DEF.min_tcp_z, 'Lowest closing height of the TCP (m)', min=0.0,
+              max=0.5),
+        Param('kp_linear', _DEF.kp_linear, 'Position gain (1/s)', min=0.1, max=50.0),
+        Param('kp_yaw', _DEF.kp_yaw, 'Yaw gain (1/s)', min=0.1, max=50.0),
+        Param('max_speed', _DEF.max_speed, 'TCP speed limit (m/s)', min=0.01, max=2.0),
+        Param('descend_speed', _DEF.descend_speed, 'Speed limit while descending (m/s)',
+              min=0.005, max=1.0),
+        Param('max_yaw_rate', _DEF.max_yaw_rate, 'Yaw rate limit (rad/s)', min=0.05, max=10.0),
+        Param('position_tolerance', _DEF.position_tolerance, 'Arrived within (m)', min=0.0005,
+              max=0.05),
+        Param('grip_force', _DEF.grip_force, 'Max grip force (N)', min=0.0, max=200.0),
+        Param('max_opening', _DEF.max_opening, 'Gripper opening limit (m)', min=0.01, max=0.3),
+        Param('opening_margin', _DEF.opening_margin, 'Added to the planned opening (m)',
+              min=-0.02, max=0.05),
+        Param('close_timeout_s', _DEF.close_timeout_s, 'Give up closing after (s)', min=0.1,
+              max=10.0),
+        Param('confirm_s', _DEF.confirm_s, 'Holding this long before lifting (s)', min=0.0,
+              max=5.0),
+        Param('release_s', _DEF.release_s, 'Time to let go over the drop pose (s)', min=0.0,
+              max=5.0),
+        Param('phase_timeout_s', _DEF.phase_timeout_s, 'Any phase longer than this fails (s)',
+              min=1.0, max=120.0),
+        Param('stale_s', _DEF.stale_s, 'Inputs older than this: hold still (s)', min=0.01,
+              max=10.0),
+        Param('settle_s', _DEF.settle_s, 'At home this long before a frame counts (s)',
+              min=0.0, max=5.0),
+        Param('max_attempts', _DEF.max_attempts, 'Failed attempts before giving up', min=1,
+              max=100),
+        Param('footprint_clearance', _DEF.footprint_clearance,
+              'Added around each finger footprint in the occupancy check (m)', min=0.0,
+              max=0.05),
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__('pick_controller', **kwargs)
+        self._policy: PickPolicy | None = None
+        self._inputs = PolicyInputs()
+        self._lock = threading.Lock()
+        self._subs: list[Any] = []
+        self._pubs: dict[str, Any] = {}
+        self._active = False
+        self._last_warn: dict[str, float] = {}
+        self._bad = 0
+        self._last_out: PolicyOutput | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def configure_stage(self) -> None:
+        """Policy parameters, publishers, subscriptions."""
+        prm = self.params
+        try:
+            self._ext = Extrinsics.from_params(prm['camera_position'], prm['camera_orientation'])
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        kwargs = {k: prm[k] for k in (
+            'home_yaw', 'pregrasp_height', 'transit_height', 'lift_height', 'min_tcp_z',
+            'kp_linear', 'kp_yaw', 'max_speed', 'descend_speed', 'max_yaw_rate',
+            'position_tolerance', 'grip_force', 'max_opening', 'opening_margin',
+            'close_timeout_s', 'confirm_s', 'release_s', 'phase_timeout_s', 'stale_s',
+            'settle_s', 'max_attempts', 'footprint_clearance')}
+        self._policy = PickPolicy(PolicyParams(home=tuple(prm['home']), drop=tuple(prm['drop']),
+                                               **kwargs))
+        self._world = prm['world_frame']
+        self._inputs = PolicyInputs()
+        self._pubs = {
+            'arm': self.create_lifecycle_publisher(TwistStamped, topics.ARM_CMD, 10),
+            'gripper': self.create_lifecycle_publisher(JointState, topics.GRIPPER_CMD, 10),
+            'markers': self.create_lifecycle_publisher(MarkerArray, topics.MARKERS, 10),
+            'diag': self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10),
+        }
+        self._subs = [
+            self.create_subscription(PolygonStamped, topics.GRASP, self._on_grasp, 10),
+            self.create_subscription(PoseStamped, topics.OBJECT, self._on_object, 10),
+            self.create_subscription(PoseArray, topics.OBJECTS, lambda m: None, 10),
+            self.create_subscription(OccupancyGrid, topics.OCCUPANCY, self._on_occupancy, 10),
+            self.create_subscription(DiagnosticArray, topics.GRASP_STATE, self._on_grasp_state,
+                                     STATE_QOS),
+            self.create_subscription(PoseStamped, topics.TCP_POSE, self._on_tcp, STATE_QOS),
+        ]
+
+    def activate_stage(self) -> None:
+        """Start commanding (from observe)."""
+        self._policy.reset()
+        self._active = True
+
+    def deactivate_stage(self) -> None:
+        """Command a stop once, then go quiet (the robot holds still without commands)."""
+        if self._active and self._last_out is not None:
+            stop = PolicyOutput((0.0, 0.0, 0.0, 0.0), self._last_out.gripper_opening,
+                                self._last_out.gripper_force, self._last_out.phase,
+                                'deactivated')
+            self._publish(stop, self.get_clock().now().to_msg())
+        self._active = False
+
+    def release(self) -> None:
+        """Destroy subscriptions and publishers (idempotent)."""
+        self._active = False
+        for sub in self._subs:
+            self.destroy_subscription(sub)
+        self._subs = []
+        for pub in self._pubs.values():
+            self.destroy_publisher(pub)
+        self._pubs = {}
+        self._policy = None
+
+    # --- inputs --------------------------------------------------------------------------
+    def _warn(self, what: str, reason: str, stamp: Any) -> None:
+        self._bad += 1
+        now = time.monotonic()
+        if now - self._last_warn.get(what, -1e9) < WARN_PERIOD_S:
+            return
+        self._last_warn[what] = now
+        self.get_logger().warning(f'{what} ignored: {reason}')
+        diag = self._pubs.get('diag')
+        if diag is not None:
+            status = DiagnosticStatus(level=DiagnosticStatus.WARN, name='pick_controller: input',
+                                      message=f'{what} ignored: {reason}',
+                                      hardware_id=self.get_name(),
+                                      values=[KeyValue(key='bad_inputs', value=str(self._bad))])
+            diag.publish(DiagnosticArray(header=Header(stamp=stamp), status=[status]))
+
+    def _on_object(self, msg: PoseStamped) -> None:
+        p, q = msg.pose.position, msg.pose.orientation
+        vals = (p.x, p.y, p.z, yaw_of(q))
+        if all(math.isfinite(v) for v in vals):
+            with self._lock:
+                self._inputs.target = vals
+
+    def _on_tcp(self, msg: PoseStamped) -> None:
+        p = msg.pose.position
+        vals = (float(p.x), float(p.y), float(p.z), yaw_of(msg.pose.orientation))
+        if not all(math.isfinite(v) for v in vals):
+            self._warn('tcp pose', 'non-finite values', msg.header.stamp)
+            return
+        with self._lock:
+            self._inputs.tcp = vals
+            self._inputs.tcp_stamp = stamp_seconds(msg.header.stamp)
+
+    def _on_grasp_state(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name == 'grasp_state':
+                if status.message not in GRASP_STATES:
+                    self._warn('grasp state', f'unknown state {status.message!r}',
+                               msg.header.stamp)
+                    return
+                with self._lock:
+                    self._inputs.grasp_state = status.message
+                    self._inputs.grasp_state_stamp = stamp_seconds(msg.header.stamp)
+                return
+
+    def _on_occupancy(self, msg: OccupancyGrid) -> None:
+        info = msg.info
+        w, h = int(info.width), int(info.height)
+        if w * h == 0 or len(msg.data) != w * h or not info.resolution > 0:
+            self._warn('occupancy grid', f'{len(msg.data)} cells for {w}x{h}', msg.header.stamp)
+            return
+        if abs(info.origin.orientation.z) > 1e-6 or msg.header.frame_id.lstrip('/') not in (
+                self._world, ''):
+            self._warn('occupancy grid', 'only an axis-aligned grid in the world frame is '
+                       'supported', msg.header.stamp)
+            return
+        grid = np.frombuffer(bytes(msg.data), dtype=np.int8).reshape(h, w).copy()
+        spec = GridSpec(origin_x=float(info.origin.position.x),
+                        origin_y=float(info.origin.position.y),
+                        resolution=float(info.resolution), width=w, height=h)
+        with self._lock:
+            self._inputs.occupancy = grid
+            self._inputs.occupancy_spec = spec
+            self._inputs.occupancy_stamp = stamp_seconds(msg.header.stamp)
+
+    def _grasp_from(self, msg: PolygonStamped):
+        """PlanarGrasp in world from the jaw rectangle, None for 'nothing found'."""
+        pts = msg.polygon.points
+        if len(pts) == 0:
+            return None
+        if len(pts) != 4:
+            raise ValueError(f'jaw rectangle needs 4 points, got {len(pts)}')
+        corners = np.array([[p.x, p.y, p.z] for p in pts], dtype=np.float64)
+        if not np.all(np.isfinite(corners)):
+            raise ValueError('non-finite corner')
+        frame = msg.header.frame_id.lstrip('/')
+        if frame not in (self._world, ''):
+            if frame != 'camera_color_optical_frame':
+                raise ValueError(f'unknown frame {frame!r}')
+            corners = camera_to_world(corners, self._ext).astype(np.float64)
+        return grasp_from_rectangle(corners)
+
+    def _on_grasp(self, msg: PolygonStamped) -> None:
+        policy = self._policy
+        if not self._active or policy is None:
+            return
+        now = stamp_seconds(msg.header.stamp)
+        try:
+            grasp = self._grasp_from(msg)
+        except ValueError as exc:
+            self._warn('grasp', str(exc), msg.header.stamp)
+            grasp = None
+        with self._lock:
+            self._inputs.grasp = grasp
+            self._inputs.grasp_stamp = now if grasp is not None else None
+            out = policy.step(now, self._inputs)
+        self.debug_delay()
+        self._publish(out, msg.header.stamp)
+
+    # --- outputs -------------------------------------------------------------------------
+    def _publish(self, out: PolicyOutput, stamp: Any) -> None:
+        if not self._pubs:
+            return
+        header = Header(stamp=stamp, frame_id=self._world)
+        twist = TwistStamped(header=header)
+        twist.twist.linear.x, twist.twist.linear.y, twist.twist.linear.z = out.twist[:3]
+        twist.twist.angular.z = out.twist[3]
+        self._pubs['arm'].publish(twist)
+        self._pubs['gripper'].publish(JointState(
+            header=Header(stamp=stamp), name=['gripper'], position=[out.gripper_opening],
+            velocity=[], effort=[out.gripper_force]))
+        self._last_out = out
+        marker = Marker(header=header, ns='pick_controller', id=0,
+                        type=Marker.TEXT_VIEW_FACING, action=Marker.ADD,
+                        text=f'{out.phase}: {out.reason}')
+        tcp = self._inputs.tcp or (0.0, 0.0, 0.3, 0.0)
+        marker.pose.position.x, marker.pose.position.y = float(tcp[0]), float(tcp[1])
+        marker.pose.position.z = float(tcp[2]) + 0.08
+        marker.pose.orientation.w = 1.0
+        marker.scale.z = 0.03
+        marker.color = ColorRGBA(r=1.0, g=1.0, b=1.0, a=1.0)
+        self._pubs['markers'].publish(MarkerArray(markers=[marker]))
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the pick_controller node."""
+    return run_node(PickControllerNode, args)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,113 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Tactile grasp state: exact equivalence of the two implementations, behaviour, scores."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edge_loop.kernels import grasp_state as gs
+from edge_loop.verify import ops_grasp_state as ops
+
+TOL = {'max_mismatched_samples': 0}
+
+
+@pytest.mark.parametrize('case', list(ops.cases()), ids=lambda c: c.name)
+def test_batch_gives_the_same_state_sequence_as_the_streaming_estimator(case):
+    ref = gs.classify_trace_reference(*case.args, **case.kwargs)
+    dep = gs.classify_trace(*case.args, **case.kwargs)
+    worst, ok, detail = ops.compare(ref, dep, TOL)
+    assert ok, detail
+
+
+def test_compare_catches_one_wrong_sample():
+    ref = np.array([0, 1, 2, 2], np.int8)
+    assert not ops.compare(ref, np.array([0, 1, 2, 3], np.int8), TOL)[1]
+
+
+def _run(trace, with_command=True):
+    cmd = trace.commanded_opening if with_command else None
+    return gs.state_names(gs.classify_trace(trace.t, trace.positions, trace.velocities,
+                                            trace.forces, cmd))
+
+
+@pytest.mark.parametrize('kind', ops.EPISODE_KINDS)
+@pytest.mark.parametrize('seed', [100, 101, 102])
+def test_synthetic_episodes_meet_the_targets(kind, seed):
+    trace = ops.synthetic_episode(seed, kind)
+    scores = ops.episode_scores(trace, _run(trace))
+    assert scores['accuracy'] >= 0.99, scores
+    assert scores['max_latency_s'] <= 0.025, scores
+    if kind == 'empty':
+        assert scores['false_holding'] == 0.0
+
+
+def test_noise_around_a_threshold_does_not_chatter():
+    n = 1000
+    t = np.arange(n) / 250.0
+    rng = np.random.default_rng(0)
+    # force hovering between force_off and force_on with noise: contact never toggles
+    p = gs.DEFAULT_PARAMS
+    forces = np.clip((p.force_on + p.force_off) / 2 + rng.normal(0, 0.06, (n, 2)), 0, None)
+    pos = np.full((n, 2), 0.02)
+    vel = rng.normal(0, 0.0005, (n, 2))
+    states = gs.state_names(gs.classify_trace(t, pos, vel, forces))
+    changes = sum(a != b for a, b in zip(states, states[1:]))
+    assert changes == 0, set(states)
+
+
+def test_release_is_open_not_lost_and_loss_is_lost():
+    trace = ops.synthetic_episode(7, 'grasp_release')
+    states = _run(trace)
+    assert gs.HOLDING in states and states[-1] == gs.OPEN and gs.LOST not in states
+    # the same release without knowing the command: fingers open -> open, not lost
+    assert gs.LOST not in _run(trace, with_command=False)
+    lost = _run(ops.synthetic_episode(7, 'slip_lost'))
+    assert lost[-1] == gs.LOST
+
+
+def test_streaming_rejects_bad_samples_and_resets():
+    est = gs.GraspStateEstimator()
+    est.update(1.0, [0.04, 0.04], [0.0, 0.0], [0.0, 0.0])
+    with pytest.raises(ValueError):
+        est.update(2.0, [np.nan, 0.04], [0.0, 0.0], [0.0, 0.0])
+    with pytest.raises(ValueError):
+        est.update(0.5, [0.04, 0.04], [0.0, 0.0], [0.0, 0.0])
+    est.reset()
+    assert est.update(0.5, [0.04, 0.04], [0.0, 0.0], [0.0, 0.0]) == gs.OPEN
+
+
+def test_inconsistent_thresholds_are_refused():
+    with pytest.raises(ValueError):
+        gs.GraspStateEstimator(gs.GraspStateParams(force_on=1.0, force_off=2.0))
+
+
+def test_per_gripper_bias_is_removed():
+    # a gripper whose left pad reads +3 N at rest: without the bias it would look in contact
+    n = 200
+    t = np.arange(n) / 250.0
+    forces = np.column_stack([np.full(n, 3.0), np.full(n, 3.0)])
+    pos = np.full((n, 2), 0.02)
+    vel = np.zeros((n, 2))
+    biased = gs.GraspStateParams(force_bias=(3.0, 3.0))
+    assert gs.state_names(gs.classify_trace(t, pos, vel, forces))[-1] == gs.HOLDING
+    assert gs.state_names(gs.classify_trace(t, pos, vel, forces, params=biased))[-1] == gs.OPEN
+
+
+@pytest.mark.slow
+def test_simulated_grasp_trial_is_classified():
+    grasp_trial = pytest.importorskip('edge_loop.sim.grasp_trial')
+    from edge_loop.kernels.grasp_types import PlanarGrasp
+    from edge_loop.sim.world import SimWorld
+
+    with SimWorld(0, object_specs=['cube']) as world:
+        (pos, _) = world.objects[0].pose
+        grasp = PlanarGrasp(center=[pos[0], pos[1], 0.0], yaw=0.0, opening=0.08,
+                            depth_below_top=0.02)
+        result = grasp_trial.execute_grasp(world, grasp, shake=False)
+    tr = result.trace
+    t = tr['t']
+    vel = np.gradient(tr['positions'], t, axis=0)
+    states = gs.state_names(gs.classify_trace(t, tr['positions'], vel, tr['forces']))
+    assert result.success == (states[-1] == gs.HOLDING), (result.reason, states[-1])

@@ -1,0 +1,313 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""occupancy_mapper, grasp_state and pick_controller as real processes fed from the test."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Point32, PolygonStamped, PoseStamped, TwistStamped
+from nav_msgs.msg import OccupancyGrid
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import Header
+from visualization_msgs.msg import MarkerArray
+
+from edge_loop import topics
+from edge_loop.images import fill_image
+from edge_loop.kernels import grasp_state as gs
+from edge_loop.kernels.camera import yaw_to_quat
+from edge_loop.kernels.grasp_types import PlanarGrasp, grasp_rectangle
+from edge_loop.kernels.occupancy import GridSpec
+from edge_loop.kernels.policy import PolicyParams
+from edge_loop.verify import ops_grasp_state
+from edge_loop.verify.sweeps import Box, scene
+
+pytestmark = pytest.mark.ros
+
+_stamps = itertools.count(1)
+BOXES = (Box(-0.08, 0.05, 0.4, 0.05, 0.025, 0.03), Box(0.07, -0.04, -0.3, 0.045, 0.03, 0.05))
+
+
+def _ns(stamp):
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+def _stamp(ns):
+    h = Header()
+    h.stamp.sec, h.stamp.nanosec = ns // 1_000_000_000, ns % 1_000_000_000
+    return h.stamp
+
+
+def _bring_up(harness, name, timeout=60.0):
+    lc = harness.lifecycle(name)
+    lc.wait_ready(timeout)
+    lc.transition('configure', timeout=timeout)
+    lc.transition('activate', timeout=timeout)
+    return lc
+
+
+# --- occupancy_mapper ---------------------------------------------------------------------
+
+class Camera:
+    """Publishes colour + aligned depth + camera_info like a driver."""
+
+    def __init__(self, harness):
+        self.h = harness
+        node = harness.node
+        self.color = node.create_publisher(Image, topics.COLOR, 10)
+        self.depth = node.create_publisher(Image, topics.DEPTH, 10)
+        self.info = node.create_publisher(CameraInfo, topics.CAMERA_INFO, 10)
+
+    def send(self, frame, depth=None, depth_encoding=None):
+        stamp_ns = next(_stamps) * 10_000_000 + 1_000_000_000
+        msgs = []
+        for arr, enc in ((frame.color, 'rgb8'), (frame.depth if depth is None else depth,
+                                                  depth_encoding or frame.depth_encoding)):
+            msg = Image()
+            fill_image(msg, np.ascontiguousarray(arr), enc)
+            msgs.append(msg)
+        cam = CameraInfo(width=frame.intrinsics.width, height=frame.intrinsics.height,
+                         k=[float(v) for v in frame.intrinsics.k().reshape(-1)])
+        for msg in msgs + [cam]:
+            msg.header.stamp = _stamp(stamp_ns)
+            msg.header.frame_id = 'camera_color_optical_frame'
+        self.color.publish(msgs[0])
+        self.depth.publish(msgs[1])
+        self.info.publish(cam)
+        return stamp_ns
+
+
+def test_occupancy_mapper_answers_every_frame_with_its_stamp(harness, node_procs):
+    # Plain Fast DDS transports: a few VGA frames arrive in time without LARGE_DATA.
+    node_procs('occupancy_mapper', params={'transport': 'ros', 'require_verified': False})
+    grids = harness.collect(OccupancyGrid, topics.OCCUPANCY)
+    diags = harness.collect(DiagnosticArray, topics.DIAGNOSTICS)
+    cam = Camera(harness)
+    _bring_up(harness, 'occupancy_mapper')
+    harness.wait_for_subscribers(topics.DEPTH)
+    harness.wait_for_publishers(topics.OCCUPANCY)
+    frame = scene(640, 480, boxes=BOXES, depth_encoding='16UC1')
+    sent = []
+    for _ in range(30):
+        sent.append(cam.send(frame))
+        try:
+            harness.wait_until(lambda: len(grids) >= 3, 1.0, 'grids')
+            break
+        except AssertionError:
+            continue
+    harness.wait_until(lambda: len(grids) >= 3, 10.0, 'three grids')
+    stamps = {_ns(g.header.stamp) for g in list(grids)}
+    assert stamps <= set(sent)
+    g = list(grids)[-1]
+    assert g.header.frame_id == 'world'
+    assert (g.info.width, g.info.height) == (120, 90)
+    assert g.info.resolution == pytest.approx(0.005)
+    assert (g.info.origin.position.x, g.info.origin.position.y) == pytest.approx((-0.30, -0.225))
+    data = np.array(g.data, dtype=np.int8).reshape(90, 120)
+    spec = GridSpec()
+    for b in BOXES:
+        assert data[spec.cell_of(b.x, b.y)] == 100
+    assert data[spec.cell_of(0.0, -0.15)] == 0        # bare table between them
+    # bad frames: all-zero depth, then a 32FC1 image sent as 16UC1 -> no grid, a WARN
+    n = len(grids)
+    bad = [cam.send(frame, depth=np.zeros((480, 640), np.uint16)),
+           cam.send(frame, depth=np.zeros((480, 640), np.float32), depth_encoding='32FC1')]
+    harness.wait_until(lambda: any(s.level == DiagnosticStatus.WARN
+                                   and s.name.startswith('occupancy_mapper')
+                                   for d in list(diags) for s in d.status), 20.0, 'a WARN')
+    good = cam.send(frame)
+    harness.wait_until(lambda: any(_ns(m.header.stamp) == good for m in list(grids)), 20.0,
+                       'a grid for the good frame after the bad ones')
+    assert not {_ns(m.header.stamp) for m in list(grids)[n:]} & set(bad)
+
+
+# --- grasp_state ----------------------------------------------------------------------------
+
+def _joint_msg(t, pos, vel, force, names=('left_finger', 'right_finger')):
+    ns = int(round(t * 1e9))
+    msg = JointState(name=list(names), position=[float(v) for v in pos],
+                     velocity=[float(v) for v in vel], effort=[float(v) for v in force])
+    msg.header.stamp = _stamp(ns)
+    return msg
+
+
+def test_grasp_state_node_matches_the_kernel_sample_for_sample(harness, node_procs):
+    node_procs('grasp_state')
+    out = harness.collect(DiagnosticArray, topics.GRASP_STATE, 200)
+    diags = harness.collect(DiagnosticArray, topics.DIAGNOSTICS)
+    pub = harness.node.create_publisher(JointState, topics.JOINT_STATES, 200)
+    _bring_up(harness, 'grasp_state')
+    harness.wait_for_subscribers(topics.JOINT_STATES)
+    harness.wait_for_publishers(topics.GRASP_STATE)
+    trace = ops_grasp_state.synthetic_episode(3, 'slip_lost')
+    k = slice(0, 400)
+    t, pos, vel, frc = trace.t[k], trace.positions[k], trace.velocities[k], trace.forces[k]
+    expected = gs.state_names(gs.classify_trace(t, pos, vel, frc))
+    # one warm-up sample repeated until the node is matched end to end
+    for _ in range(100):
+        pub.publish(_joint_msg(t[0] - 1.0, pos[0], vel[0], frc[0]))
+        try:
+            harness.wait_until(lambda: len(out) > 0, 0.2, 'first grasp state')
+            break
+        except AssertionError:
+            continue
+    first_ns = int(round(t[0] * 1e9))
+
+    def answers():
+        return [m for m in list(out) if _ns(m.header.stamp) >= first_ns]
+
+    for i in range(len(t)):
+        pub.publish(_joint_msg(t[i], pos[i], vel[i], frc[i]))
+        if i % 25 == 24:
+            harness.wait_until(lambda i=i: len(answers()) >= i + 1, 20.0, 'outputs')
+    harness.wait_until(lambda: len(answers()) >= len(t), 20.0, 'one output per sample')
+    got = answers()
+    assert [_ns(m.header.stamp) for m in got] == [int(round(x * 1e9)) for x in t]
+    states = [m.status[0].message for m in got]
+    assert states == expected
+    assert {'closing', 'holding', 'lost'} <= set(states)
+    status = got[-1].status[0]
+    assert status.name == 'grasp_state' and status.level == DiagnosticStatus.WARN
+    assert {kv.key for kv in status.values} >= {'left_force', 'right_force', 'opening'}
+    # bad samples: missing finger names, NaN force -> no output, a WARN on /diagnostics
+    n = len(out)
+    pub.publish(_joint_msg(t[-1] + 0.01, pos[-1], vel[-1], frc[-1], names=('a', 'b')))
+    pub.publish(_joint_msg(t[-1] + 0.02, pos[-1], vel[-1], [np.nan, 1.0]))
+    harness.wait_until(lambda: any(s.level == DiagnosticStatus.WARN for d in list(diags)
+                                   for s in d.status), 20.0, 'a WARN for the bad samples')
+    pub.publish(_joint_msg(t[-1] + 0.03, pos[-1], vel[-1], frc[-1]))
+    harness.wait_until(lambda: len(out) > n, 20.0, 'output after the bad samples')
+    assert len(out) == n + 1
+
+
+# --- pick_controller ------------------------------------------------------------------------
+
+class World:
+    """Publishes the controller's inputs with a common stamp, like the running loop."""
+
+    HOME = (0.0, 0.40, 0.35)
+
+    def __init__(self, harness):
+        node = harness.node
+        self.h = harness
+        self.grasp = node.create_publisher(PolygonStamped, topics.GRASP, 10)
+        self.tcp = node.create_publisher(PoseStamped, topics.TCP_POSE, 10)
+        self.touch = node.create_publisher(DiagnosticArray, topics.GRASP_STATE, 10)
+        self.grid = node.create_publisher(OccupancyGrid, topics.OCCUPANCY, 10)
+        self.t_ns = 50_000_000_000
+
+    def inputs(self, grid, tcp=HOME, touch='open'):
+        header = Header(frame_id='world', stamp=_stamp(self.t_ns))
+        if tcp is not None:
+            pose = PoseStamped(header=Header(frame_id='world', stamp=_stamp(self.t_ns)))
+            pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = tcp
+            q = yaw_to_quat(0.0)
+            pose.pose.orientation.z, pose.pose.orientation.w = float(q[2]), float(q[3])
+            self.tcp.publish(pose)
+        status = DiagnosticStatus(name='grasp_state', message=touch,
+                                  values=[KeyValue(key='opening', value='0.08')])
+        self.touch.publish(DiagnosticArray(header=header, status=[status]))
+        msg = OccupancyGrid(header=header)
+        spec = GridSpec()
+        msg.info.resolution, msg.info.width, msg.info.height = 0.005, spec.width, spec.height
+        msg.info.origin.position.x, msg.info.origin.position.y = spec.origin_x, spec.origin_y
+        msg.info.origin.orientation.w = 1.0
+        msg.data = grid.reshape(-1).tolist()
+        self.grid.publish(msg)
+
+    def send_grasp(self, grasp, points=None):
+        msg = PolygonStamped(header=Header(frame_id='world', stamp=_stamp(self.t_ns)))
+        if points is None and grasp is not None:
+            points = grasp_rectangle(grasp)
+        msg.polygon.points = [Point32(x=float(p[0]), y=float(p[1]), z=float(p[2]))
+                              for p in (points if points is not None else [])]
+        self.grasp.publish(msg)
+        stamp = self.t_ns
+        self.t_ns += 66_666_667
+        return stamp
+
+
+def _grid_with(*boxes):
+    spec = GridSpec()
+    grid = np.zeros(spec.shape, np.int8)
+    for x0, y0, x1, y1 in boxes:
+        r0, c0 = spec.cell_of(x0, y0)
+        r1, c1 = spec.cell_of(x1, y1)
+        grid[r0:r1 + 1, c0:c1 + 1] = 100
+    return grid
+
+
+def _reply(harness, arm, gripper, stamp):
+    harness.wait_until(lambda: any(_ns(m.header.stamp) == stamp for m in list(arm))
+                       and any(_ns(m.header.stamp) == stamp for m in list(gripper)), 10.0,
+                       'commands for the grasp stamp')
+    a = next(m for m in list(arm) if _ns(m.header.stamp) == stamp)
+    g = next(m for m in list(gripper) if _ns(m.header.stamp) == stamp)
+    return a, g
+
+
+def _settle(harness, world, grid, arm, gripper, grasp, **kw):
+    """Send grasp frames (inputs first) until the controller answers; returns its replies."""
+    for _ in range(40):
+        world.inputs(grid, **kw)
+        stamp = world.send_grasp(grasp)
+        try:
+            return _reply(harness, arm, gripper, stamp)
+        except AssertionError:
+            continue
+    raise AssertionError('pick_controller never answered')
+
+
+def test_pick_controller_commands_safely_with_frame_stamps(harness, node_procs):
+    node_procs('pick_controller', params={'max_attempts': 50})
+    arm = harness.collect(TwistStamped, topics.ARM_CMD, 50)
+    gripper = harness.collect(JointState, topics.GRIPPER_CMD, 50)
+    markers = harness.collect(MarkerArray, topics.MARKERS, 50)
+    diags = harness.collect(DiagnosticArray, topics.DIAGNOSTICS)
+    world = World(harness)
+    _bring_up(harness, 'pick_controller')
+    for topic in (topics.GRASP, topics.TCP_POSE, topics.GRASP_STATE, topics.OCCUPANCY):
+        harness.wait_for_subscribers(topic)
+    target = (-0.015, -0.015, 0.015, 0.015)
+    obstacle = (0.03, -0.02, 0.05, 0.02)
+    grid = _grid_with(target, obstacle)
+    # 1. a grasp whose +x finger would land on the obstacle: refused, zero twist, every frame
+    blocked = PlanarGrasp(center=[0.0, 0.0, 0.02], yaw=0.0, opening=0.05)
+    for _ in range(6):
+        a, g = _settle(harness, world, grid, arm, gripper, blocked)
+        assert (a.twist.linear.x, a.twist.linear.y, a.twist.linear.z) == (0.0, 0.0, 0.0)
+        assert a.header.frame_id == 'world' and list(g.name) == ['gripper']
+    harness.wait_until(lambda: any('refused' in mk.text for m in list(markers)
+                                   for mk in m.markers if mk.ns == 'pick_controller'), 10.0,
+                       'a refusal on the phase marker')
+    # 2. a clear grasp (rotated 90 degrees) is accepted: the arm moves towards the pre-grasp
+    clear = PlanarGrasp(center=[0.0, 0.0, 0.02], yaw=math.pi / 2, opening=0.05)
+    moving = None
+    for _ in range(10):
+        a, g = _settle(harness, world, grid, arm, gripper, clear)
+        if a.twist.linear.y < -0.01:
+            moving = (a, g)
+            break
+    assert moving is not None, 'no motion towards the grasp'
+    a, g = moving
+    assert a.twist.linear.z < 0.0                       # from home down towards 0.12 m
+    assert g.position[0] == pytest.approx(0.05, abs=1e-6) and g.effort[0] > 0
+    speed = math.sqrt(a.twist.linear.x ** 2 + a.twist.linear.y ** 2 + a.twist.linear.z ** 2)
+    assert speed <= PolicyParams().max_speed + 1e-6
+    # 3. the TCP pose stops: once it is older than stale_s (0.5 s = 8 frames), zero twist,
+    #    still answered with each frame's stamp
+    for _ in range(10):
+        a, _ = _settle(harness, world, grid, arm, gripper, clear, tcp=None)
+    assert (a.twist.linear.x, a.twist.linear.y, a.twist.linear.z, a.twist.angular.z) == (
+        0.0, 0.0, 0.0, 0.0)
+    # 4. a malformed polygon (3 points): a WARN, and the controller still answers the frame
+    world.inputs(grid, tcp=(0.0, 0.2, 0.25))
+    stamp = world.send_grasp(None, points=np.zeros((3, 3)))
+    _reply(harness, arm, gripper, stamp)
+    harness.wait_until(lambda: any(s.level == DiagnosticStatus.WARN
+                                   and s.name.startswith('pick_controller')
+                                   for d in list(diags) for s in d.status), 10.0, 'a WARN')
