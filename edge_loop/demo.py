@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -157,35 +158,25 @@ class LoopObserver:
     def _on_color(self, msg: Any) -> None:
         if self.lighting in self.obs.examples:
             return
-        stamp = self._ns(msg.header.stamp)
         with self._lock:
-            outputs = self._pending.get(stamp, {})
-            grasp = outputs.get('grasp_planner')
-        if grasp is None or not grasp.polygon.points:
-            # Keep the image until its outputs arrive (they come after the frame).
-            with self._lock:
-                self._pending.setdefault(stamp, {})['image'] = msg
-            return
-        self._store_example(stamp, msg)
-
-    def _store_example(self, stamp: int, image: Any) -> None:
-        from edge_loop.images import image_to_array, to_rgb
-
-        with self._lock:
-            outputs = dict(self._pending.get(stamp, {}))
-        rgb = np.array(to_rgb(image_to_array(image), image.encoding))
-        self.obs.examples[self.lighting] = (rgb, outputs)
+            self._pending.setdefault(self._ns(msg.header.stamp), {})['image'] = msg
 
     def check_examples(self) -> None:
-        """Store an example frame for the current lighting once one has all outputs."""
+        """Keep one example frame per lighting: the newest with every stage's output."""
         if not self._want_examples or self.lighting in self.obs.examples:
             return
         with self._lock:
-            ready = [s for s, o in self._pending.items()
-                     if 'image' in o and o.get('grasp_planner') is not None
-                     and o['grasp_planner'].polygon.points and 'object_locator' in o]
-        if ready:
-            self._store_example(ready[-1], self._pending[ready[-1]]['image'])
+            ready = [o for o in self._pending.values()
+                     if {'image', 'object_locator', 'grasp_planner', 'occupancy_mapper'} <= set(o)
+                     and o['grasp_planner'].polygon.points]
+            if not ready:
+                return
+            outputs = dict(ready[-1])
+        from edge_loop.images import image_to_array, to_rgb
+
+        image = outputs.pop('image')
+        rgb = np.array(to_rgb(image_to_array(image), image.encoding))
+        self.obs.examples[self.lighting] = (rgb, outputs)
 
     def _on_safe_stop(self, msg: Any) -> None:
         with self._lock:
@@ -298,7 +289,7 @@ def run_episodes(args: argparse.Namespace, harness: Any, observer: LoopObserver,
             for msg in new:
                 attempts += 1
                 status = msg.status[0]
-                if status.level == 0:
+                if _level(status.level) == 0:   # OK: held after the lift
                     result = (True, status.message)
                     break
             n_outcomes += len(new)
@@ -314,6 +305,11 @@ def run_episodes(args: argparse.Namespace, harness: Any, observer: LoopObserver,
         _progress(i + 1, total, sum(e.success for e in episodes),
                   f'{lighting}: {"ok" if ep.success else ep.reason}')
     return episodes
+
+
+def _level(level: Any) -> int:
+    """DiagnosticStatus.level as an int (rclpy gives a one-byte bytes object)."""
+    return level[0] if isinstance(level, (bytes, bytearray)) else int(level)
 
 
 def _has_service(harness: Any, name: str) -> bool:
@@ -379,6 +375,11 @@ def run(args: argparse.Namespace) -> int:
             'n_objects': args.objects}})
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix='edge_loop_demo_'))
     graph = Graph(nodes, Path(params_file), log_dir)
+
+    def on_term(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt('terminated')
+
+    signal.signal(signal.SIGTERM, on_term)
     episodes: list[Episode] = []
     domain = int(os.environ.get('ROS_DOMAIN_ID', '0'))
     print(f'edge-loop demo: starting {len(nodes)} nodes (logs in {log_dir})', flush=True)
@@ -395,7 +396,7 @@ def run(args: argparse.Namespace) -> int:
                 episodes = run_episodes(args, harness, observer)
             obs = observer.obs
     except (RuntimeError, KeyboardInterrupt) as exc:
-        print(f'\nedge-loop demo: {exc}', file=sys.stderr)
+        print(f'\nedge-loop demo: stopping: {exc or type(exc).__name__}', file=sys.stderr)
         graph.stop()
         return 1
     graph.stop()

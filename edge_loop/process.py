@@ -18,6 +18,16 @@ from pathlib import Path
 from typing import Any
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the parent dies, so a killed launcher leaves no orphans."""
+    try:
+        import ctypes
+
+        ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 class NodeProcess:
     """One node executable in its own process (``python -m edge_loop.nodes.<module>``)."""
 
@@ -34,7 +44,7 @@ class NodeProcess:
         self._log = open(log_path, 'wb')  # noqa: SIM115 - closed in stop()
         cmd = [sys.executable, '-m', module, *ros_args]
         self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_die_with_parent)
 
     @property
     def pid(self) -> int:

@@ -98,10 +98,11 @@ def tactile_plot(path: Path, tactile: list[tuple[float, float, float, float]],
         return
     plt = _plt()
     data = np.asarray(tactile)
+    # The last closing of the fingers: from 1.5 s before it to 4 s after.
     closing = np.nonzero(np.diff(data[:, 1]) < -1e-4)[0]
-    t_end = data[-1, 0]
-    t_start = max(data[0, 0], (data[closing[-1], 0] - 2.0) if len(closing) else t_end - 6.0)
-    sel = data[(data[:, 0] >= t_start)]
+    t_close = data[closing[-1], 0] if len(closing) else data[-1, 0] - 4.0
+    t_start = max(data[0, 0], t_close - 1.5)
+    sel = data[(data[:, 0] >= t_start) & (data[:, 0] <= t_close + 4.0)]
     fig, ax = plt.subplots(2, 1, figsize=(8, 4), sharex=True)
     ax[0].plot(sel[:, 0] - t_start, sel[:, 1] * 1000, label='opening (mm)')
     ax[0].legend(fontsize=7)
@@ -109,7 +110,7 @@ def tactile_plot(path: Path, tactile: list[tuple[float, float, float, float]],
     ax[1].plot(sel[:, 0] - t_start, sel[:, 3], label='right force (N)')
     last = None
     for t, state in states:
-        if t >= t_start and state != last:
+        if t_start <= t <= t_close + 4.0 and state != last:
             ax[1].axvline(t - t_start, color='grey', lw=0.5)
             ax[1].text(t - t_start, ax[1].get_ylim()[1] * 0.9, state, fontsize=6, rotation=90)
             last = state

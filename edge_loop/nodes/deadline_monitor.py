@@ -70,6 +70,8 @@ _LEVEL_BYTE = {Level.OK: DiagnosticStatus.OK, Level.WARN: DiagnosticStatus.WARN,
                Level.ERROR: DiagnosticStatus.ERROR}
 _MAX_WAIT_NS = NS_PER_S // 2       # housekeeping wake-up when nothing is due
 _SIM_TIME_POLL_NS = 5 * NS_PER_MS  # with /clock the wall-clock wait is only an estimate
+_SIM_TIME_MIN_WAIT_NS = 1 * NS_PER_MS
+_MIN_WAIT_NS = 100_000  # a real-time thread must never busy-wait: 0.1 ms is below the p99 goal
 
 
 def _message_type(name: str) -> Any:
@@ -431,8 +433,11 @@ class DeadlineMonitor(StageNode):
             return _MAX_WAIT_NS, None
         wait = min(min(due) - self._now_ns(), _MAX_WAIT_NS)
         if self._sim_time:
-            wait = min(wait, _SIM_TIME_POLL_NS)
-        return max(wait, 0), (min(due) if wait < _MAX_WAIT_NS else None)
+            # A due time that has passed on a /clock that stands still (a lock-step simulator
+            # waiting for the loop) stays passed: never wait 0 there, or this SCHED_FIFO
+            # thread spins and starves the machine.
+            wait = max(min(wait, _SIM_TIME_POLL_NS), _SIM_TIME_MIN_WAIT_NS)
+        return max(wait, _MIN_WAIT_NS), (min(due) if wait < _MAX_WAIT_NS else None)
 
     def _receive_ns(self, info: dict[str, Any]) -> int:
         """Receive time on the monitor's clock: DDS receive stamp on real time, else now."""

@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseArray, PoseStamped, TwistStamped
 from nav_msgs.msg import OccupancyGrid
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
@@ -145,7 +147,11 @@ class SimRobot(StageNode):
             self.create_subscription(TwistStamped, topics.ARM_CMD, self._on_arm, 10),
             self.create_subscription(JointState, topics.GRIPPER_CMD, self._on_gripper, 10),
         ]
-        self._srv = self.create_service(Trigger, '~/reset_scene', self._on_reset)
+        # The reset waits seconds for the simulation thread to rebuild the scene: its own
+        # callback group on a multi-threaded executor keeps get_state answering meanwhile
+        # (the lifecycle manager would otherwise take the node for hung).
+        self._srv = self.create_service(Trigger, '~/reset_scene', self._on_reset,
+                                        callback_group=ReentrantCallbackGroup())
 
     def activate_stage(self) -> None:
         self._stop.clear()
@@ -428,7 +434,7 @@ class SimRobot(StageNode):
 
 def main(args: list[str] | None = None) -> int:
     """Run the sim_robot node."""
-    return run_node(SimRobot, args)
+    return run_node(SimRobot, args, executor_cls=MultiThreadedExecutor)
 
 
 if __name__ == '__main__':
