@@ -11,7 +11,11 @@
    mask heuristic (``edge_loop.sim.baselines.mask_centroid_grasp``), success with a 95% Wilson
    interval and the failure reasons.
 
+   With ``--model on`` (default when ``edge_loop/models/segnet.onnx`` exists) sections 1 and 2
+   also run the locator fused with segnet (``locate_objects_fused``) side by side.
+
     python bench/bench_vision.py [--scenes 25] [--trials 300] [--json reports/vision.json]
+        [--model on|off]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from edge_loop.kernels.grasp_planner import plan_grasp, plan_grasp_reference
 from edge_loop.kernels.object_locator import (
     RgbBaselineParams,
     locate_objects,
+    locate_objects_fused,
     locate_objects_reference,
     locate_objects_rgb_baseline,
 )
@@ -82,10 +87,16 @@ def calibrate_rgb_baseline(seeds=range(900000, 900005)) -> RgbBaselineParams:
     return RgbBaselineParams(table_rgb=tuple(int(v) for v in table))
 
 
-def bench_accuracy(n_scenes: int, seed0: int, rgb_params: RgbBaselineParams) -> dict:
-    """Section 1."""
+METHOD_NAMES = {'depth': 'depth+colour (deployed)', 'fused': 'depth+colour+segnet (fused)',
+                'rgb': 'RGB-only baseline'}
+
+
+def bench_accuracy(n_scenes: int, seed0: int, rgb_params: RgbBaselineParams,
+                   model=None) -> dict:
+    """Section 1 (``model``: a SegNet to also run the fused locator)."""
+    methods = ('depth', 'fused', 'rgb') if model is not None else ('depth', 'rgb')
     stats = {c: {m: {'visible': 0, 'found': 0, 'false': 0, 'errors': []}
-                 for m in ('depth', 'rgb')} for c in CONDITION_NAMES}
+                 for m in methods} for c in CONDITION_NAMES}
     frames = []
     for seed in range(seed0, seed0 + n_scenes):
         with SimWorld(seed, split='heldout') as world:
@@ -93,10 +104,14 @@ def bench_accuracy(n_scenes: int, seed0: int, rgb_params: RgbBaselineParams) -> 
                 world.set_lighting(cond)
                 frame = world.render()
                 truth = world.visible_centroids(frame)
-                for method in ('depth', 'rgb'):
+                for method in methods:
                     if method == 'depth':
                         objs = locate_objects(frame.color, frame.depth_mm, frame.intrinsics,
                                               world.extrinsics)
+                    elif method == 'fused':
+                        objs = locate_objects_fused(frame.color, frame.depth_mm,
+                                                    frame.intrinsics, world.extrinsics,
+                                                    model=model)
                     else:
                         objs = locate_objects_rgb_baseline(frame.color, frame.depth_mm,
                                                            frame.intrinsics, world.extrinsics,
@@ -107,7 +122,7 @@ def bench_accuracy(n_scenes: int, seed0: int, rgb_params: RgbBaselineParams) -> 
                     s['found'] += len(errors)
                     s['false'] += false
                     s['errors'] += errors
-                if cond == 'nominal' and len(frames) < 10:
+                if cond in ('nominal', 'glare') and len(frames) < 10:
                     frames.append((frame, world.extrinsics))
     print(f'\n## object_locator accuracy: {n_scenes} held-out scenes per condition '
           f'(objects 800-999), match radius {MATCH_RADIUS * 100:.0f} cm\n')
@@ -116,7 +131,7 @@ def bench_accuracy(n_scenes: int, seed0: int, rgb_params: RgbBaselineParams) -> 
     print('|---|---|---|---|---|---|---|')
     out = {}
     for cond in CONDITION_NAMES:
-        for method in ('depth', 'rgb'):
+        for method in methods:
             s = stats[cond][method]
             e = np.array(s['errors']) * 1000
             row = {'visible': s['visible'], 'detection_rate': s['found'] / max(s['visible'], 1),
@@ -124,7 +139,7 @@ def bench_accuracy(n_scenes: int, seed0: int, rgb_params: RgbBaselineParams) -> 
                    'median_mm': float(np.median(e)) if e.size else float('nan'),
                    'p95_mm': float(np.percentile(e, 95)) if e.size else float('nan')}
             out[f'{cond}/{method}'] = row
-            name = 'depth+colour (deployed)' if method == 'depth' else 'RGB-only baseline'
+            name = METHOD_NAMES[method]
             print(f'| {cond} | {name} | {row["visible"]} | {row["detection_rate"]:.1%} | '
                   f'{row["false_rate"]:.1%} | {row["median_mm"]:.1f} | {row["p95_mm"]:.1f} |')
     return {'accuracy': out, 'frames': frames}
@@ -140,8 +155,8 @@ def _timeit(fn, args, repeats):
     return np.median(ts) * 1e3, np.percentile(ts, 99) * 1e3
 
 
-def bench_latency(frames, repeats: int) -> dict:
-    """Section 2 (frames: nominal held-out sim frames)."""
+def bench_latency(frames, repeats: int, model=None) -> dict:
+    """Section 2 (frames: nominal and glare held-out sim frames)."""
     cv2.setNumThreads(1)
     rows = {}
     impls = {
@@ -150,6 +165,15 @@ def bench_latency(frames, repeats: int) -> dict:
         'grasp_planner': (plan_grasp_reference, plan_grasp,
                           lambda f, e: (f.depth_mm, f.intrinsics, e)),
     }
+    if model is not None:
+        def fused_reference(*args):
+            return locate_objects_fused(*args, model=model, reference=True)
+
+        def fused(*args):
+            return locate_objects_fused(*args, model=model)
+
+        impls['object_locator + segnet (fused)'] = (
+            fused_reference, fused, lambda f, e: (f.color, f.depth_mm, f.intrinsics, e))
     print(f'\n## Latency, 640x480 16UC1 sim frames, one core ({len(frames)} frames x '
           f'{repeats} repeats)\n')
     print('| op | reference p50 / p99 (ms) | deployed p50 / p99 (ms) | speed-up (p50) |')
@@ -215,14 +239,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--skip', nargs='*', default=[], choices=['accuracy', 'latency',
                                                                   'grasps'])
     parser.add_argument('--json', type=Path, help='also write the numbers here')
+    parser.add_argument('--model', choices=['on', 'off'], default=None,
+                        help='also run the locator fused with segnet (default: on if the '
+                             'ONNX file exists)')
     args = parser.parse_args(argv)
     report: dict = {}
+    model = None
+    from edge_loop.models.segnet import ONNX_PATH, load_segnet
+    if args.model == 'on' or (args.model is None and ONNX_PATH.exists()):
+        model = load_segnet()
     rgb = calibrate_rgb_baseline()
-    acc = bench_accuracy(args.scenes if 'accuracy' not in args.skip else 2, args.seed, rgb)
+    acc = bench_accuracy(args.scenes if 'accuracy' not in args.skip else 2, args.seed, rgb,
+                         model)
     if 'accuracy' not in args.skip:
         report['accuracy'] = acc['accuracy']
     if 'latency' not in args.skip:
-        report['latency'] = bench_latency(acc['frames'], args.repeats)
+        report['latency'] = bench_latency(acc['frames'], args.repeats, model)
     if 'grasps' not in args.skip:
         report['grasps'] = bench_grasps(args.trials, args.seed + 50000, args.objects)
     if args.json:

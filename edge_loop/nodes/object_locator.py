@@ -31,9 +31,11 @@ from edge_loop import topics
 from edge_loop.images import COLOR_ENCODINGS, DEPTH_ENCODINGS, to_rgb
 from edge_loop.kernels.camera import Extrinsics, Intrinsics, yaw_to_quat
 from edge_loop.kernels.object_locator import (
+    USE_MODEL_DEFAULT,
     DetectedObject,
     LocatorParams,
     locate_objects,
+    locate_objects_fused,
     rank_targets,
 )
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
@@ -233,12 +235,15 @@ class ObjectLocatorNode(StageNode):
     """Lifecycle stage running the object locator on every frame."""
 
     PARAMS = VISION_PARAMS + (
+        Param('use_model', USE_MODEL_DEFAULT,
+              'Fuse the segnet ONNX model (re-joins over-split colour pieces, fills depth holes)'),
         Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
               max=60.0),
     )
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__('object_locator', **kwargs)
+        self._model: Any = None
         self._reader: Any = None
         self._health: StageHealth | None = None
         self._timer: Any = None
@@ -246,7 +251,13 @@ class ObjectLocatorNode(StageNode):
 
     def configure_stage(self) -> None:
         """Gate, parameters, publishers."""
-        check_deployable_or_fail(self, ['object_locator'])
+        use_model = self.params['use_model']
+        check_deployable_or_fail(self, ['object_locator'] + (
+            ['object_locator.fused', 'segnet.onnx'] if use_model else []))
+        if use_model:
+            from edge_loop.models.segnet import load_segnet
+
+            self._model = load_segnet()
         self._ext = extrinsics_from(self.params)
         self._lp = locator_params(self.params)
         self._frame_id = self.params['world_frame']
@@ -280,8 +291,9 @@ class ObjectLocatorNode(StageNode):
             self._reader = None
 
     def release(self) -> None:
-        """Close the reader and destroy the publishers (idempotent)."""
+        """Close the reader, drop the model session, destroy the publishers (idempotent)."""
         self._stop_reader()
+        self._model = None
         for pub in self._pubs.values():
             self.destroy_publisher(pub)
         self._pubs = {}
@@ -296,7 +308,11 @@ class ObjectLocatorNode(StageNode):
         t0 = time.perf_counter()
         try:
             color, depth, intr = frame_inputs(frame)
-            objects = locate_objects(color, depth, intr, self._ext, self._lp)
+            if self._model is not None:
+                objects = locate_objects_fused(color, depth, intr, self._ext, self._lp,
+                                               model=self._model)
+            else:
+                objects = locate_objects(color, depth, intr, self._ext, self._lp)
         except (BadFrameError, ValueError) as exc:
             health.bad_frame(str(exc), frame.stamp)
             return
