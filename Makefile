@@ -16,7 +16,7 @@ export ROS_LOG_DIR ?= $(CURDIR)/log/ros
 export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: setup demo test test-ros verify bench bench-transport bench-sim bench-vision bench-deadline \
-	bench-pick train lint clean record-default
+	bench-occupancy bench-grasp-state bench-pick-kernel bench-pick train lint clean record-default
 
 setup: $(STAMP)
 
@@ -48,7 +48,8 @@ verify: setup
 lint: setup
 	$(PY) -m ruff check edge_loop test bench launch setup.py
 
-bench: bench-transport bench-sim bench-vision bench-deadline bench-pick
+bench: bench-transport bench-sim bench-vision bench-deadline bench-occupancy bench-grasp-state \
+	bench-pick-kernel bench-pick
 
 bench-transport: setup
 	$(PY) bench/bench_transport.py
@@ -62,6 +63,17 @@ bench-vision: setup
 bench-deadline: setup
 	$(PY) bench/bench_deadline.py
 
+bench-occupancy: setup
+	$(PY) bench/bench_occupancy.py
+
+bench-grasp-state: setup
+	$(PY) bench/bench_grasp_state.py
+
+# 100 closed-loop picks with the kernels and the physics, no ROS (about 6 min a core).
+bench-pick-kernel: setup
+	$(PY) -m edge_loop.pick_episode --episodes 100
+
+# 100 closed-loop picks through the whole ROS graph (long: about 1 min per pick).
 bench-pick: setup
 	$(VENV)/bin/edge-loop demo --episodes 100 --report reports/bench-pick
 

@@ -32,3 +32,15 @@ SIM_GRASP_OUTCOME = '/sim/grasp_outcome'  # diagnostic_msgs/DiagnosticArray
 CLOCK = '/clock'
 
 CAMERA_INPUTS = (COLOR, DEPTH, CAMERA_INFO)
+
+# Message type of each topic this package publishes (for generic subscribers).
+TYPES = {
+    OBJECT: 'geometry_msgs/msg/PoseStamped',
+    OBJECTS: 'geometry_msgs/msg/PoseArray',
+    GRASP: 'geometry_msgs/msg/PolygonStamped',
+    OCCUPANCY: 'nav_msgs/msg/OccupancyGrid',
+    GRASP_STATE: 'diagnostic_msgs/msg/DiagnosticArray',
+    ARM_CMD: 'geometry_msgs/msg/TwistStamped',
+    GRIPPER_CMD: 'sensor_msgs/msg/JointState',
+    MARKERS: 'visualization_msgs/msg/MarkerArray',
+}

@@ -4,7 +4,7 @@
 
 - ``mode: timed`` keeps the recorded spacing, scaled by ``rate``; ``lockstep`` publishes the
   next camera frame only once the loop answered the previous one (a message on
-  ``lockstep_topic`` stamped with that frame's stamp) or ``lockstep_timeout_s`` passed, for
+  every ``lockstep_topics`` stamped with that frame's stamp) or ``lockstep_timeout_s`` passed, for
   deterministic regression on a noisy machine.
 - Waits until ``wait_topics`` have subscribers before the first message (ros2/rosbag2#109).
 - ``restamp`` rewrites header stamps to the replay time (same original stamp -> same new
@@ -57,7 +57,10 @@ class BagPlayer(StageNode):
         Param('wait_timeout_s', 60.0, 'How long to wait for those subscribers', min=0.0,
               max=3600.0),
         Param('frame_topic', topics.CAMERA_INFO, 'Topic whose messages delimit camera frames'),
-        Param('lockstep_topic', topics.ARM_CMD, 'Answer that releases the next frame'),
+        Param('lockstep_topics', [topics.ARM_CMD],
+              'Answers (stamped with the frame) that release the next frame: list every stage '
+              'whose output is checked, or a fast stage lets frames overtake a slow one',
+              type='str[]'),
         Param('lockstep_timeout_s', 2.0, 'Give up waiting for an answer after this long',
               min=0.001, max=600.0),
         Param('skip_topics', [topics.CLOCK],
@@ -75,8 +78,8 @@ class BagPlayer(StageNode):
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._answered = threading.Condition()
-        self._answers: set[int] = set()
-        self._answer_sub = None
+        self._answers: dict[int, set[str]] = {}
+        self._answer_subs: list[Any] = []
         self._done_pub = None
         self._matched: dict[str, int] = {}
         self._writer: FrameWriter | None = None
@@ -115,12 +118,11 @@ class BagPlayer(StageNode):
                     matched=lambda info, t=topic: self._on_matched(t, info)))
         self._done_pub = self.create_lifecycle_publisher(Bool, '~/done', _LATCHED)
         if self.params['mode'] == 'lockstep':
-            answer_type = self._types.get(self.params['lockstep_topic'])
-            if answer_type is None:
-                from geometry_msgs.msg import TwistStamped
-                answer_type = TwistStamped
-            self._answer_sub = self.create_subscription(
-                answer_type, self.params['lockstep_topic'], self._on_answer, 10)
+            for topic in self.params['lockstep_topics']:
+                answer_type = self._types.get(topic) or message_class(
+                    topics.TYPES.get(topic, 'geometry_msgs/msg/TwistStamped'))
+                self._answer_subs.append(self.create_subscription(
+                    answer_type, topic, lambda m, t=topic: self._on_answer(t, m), 10))
         self.get_logger().info(
             f"bag {self.params['bag']}: {self._reader.message_count} messages on "
             f'{len(self._topic_pubs)} topics, mode {self.params["mode"]}')
@@ -155,9 +157,9 @@ class BagPlayer(StageNode):
         if self._done_pub is not None:
             self.destroy_publisher(self._done_pub)
             self._done_pub = None
-        if self._answer_sub is not None:
-            self.destroy_subscription(self._answer_sub)
-            self._answer_sub = None
+        for sub in self._answer_subs:
+            self.destroy_subscription(sub)
+        self._answer_subs = []
         if self._reader is not None:
             self._reader.close()
             self._reader = None
@@ -171,10 +173,12 @@ class BagPlayer(StageNode):
         self._thread = None
 
     # --- playback ---------------------------------------------------------------------------
-    def _on_answer(self, msg: Any) -> None:
+    def _on_answer(self, topic: str, msg: Any) -> None:
         stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
         with self._answered:
-            self._answers.add(stamp)
+            self._answers.setdefault(stamp, set()).add(topic)
+            while len(self._answers) > 1024:
+                self._answers.pop(next(iter(self._answers)))
             self._answered.notify_all()
 
     def _on_matched(self, topic: str, info: Any) -> None:
@@ -319,17 +323,19 @@ class BagPlayer(StageNode):
     def _wait_answer(self, stamp: int) -> None:
         deadline = time.monotonic() + self.params['lockstep_timeout_s']
         with self._answered:
-            while stamp not in self._answers and not self._stop.is_set():
+            wanted = set(self.params['lockstep_topics'])
+            while not wanted <= self._answers.get(stamp, set()) and not self._stop.is_set():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self.lockstep_timeouts += 1
+                    missing = sorted(wanted - self._answers.get(stamp, set()))
                     self.get_logger().warning(
-                        f'lock-step: no answer on {self.params["lockstep_topic"]} for frame '
+                        f'lock-step: no answer on {missing} for frame '
                         f'{stamp} within {self.params["lockstep_timeout_s"]} s',
                         throttle_duration_sec=5.0)
                     break
                 self._answered.wait(left)
-            self._answers.discard(stamp)
+            self._answers.pop(stamp, None)
 
 
 def main(args: list[str] | None = None) -> int:

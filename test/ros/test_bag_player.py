@@ -122,7 +122,7 @@ def test_bad_bag_fails_configure_with_reason(node_procs, harness, tmp_path, case
 
 
 def test_shm_replay_writes_frames_into_loans(node_procs, harness, tmp_path):
-    """transport shm: the consumer's views hold the bag's exact pixels, stamps intact."""
+    """Transport shm: the consumer's views hold the bag's exact pixels, stamps intact."""
     from edge_loop.transport import FrameReader
 
     sent = write_camera_bag(tmp_path / 'bag', frames=4)
