@@ -45,9 +45,7 @@ class FrameIngestNode(StageNode):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__('frame_ingest', **kwargs)
         self._writer: Any = None
-        self._reader: Any = None
         self._diag_pub: Any = None
-        self._timer: Any = None
         self.ingested = 0
         self.skipped = 0
         self._last_warn = 0.0
@@ -70,28 +68,17 @@ class FrameIngestNode(StageNode):
 
     def activate_stage(self) -> None:
         """Subscribe to the driver."""
-        from edge_loop.transport import FrameReader
-
         tolerance_ns = int(self.params['sync_tolerance_ms'] * 1e6)
-        self._reader = FrameReader(self, 'ros', callback=self._ingest,
-                                   qos=self.params['driver_qos'], sync_tolerance_ns=tolerance_ns)
-        self._timer = self.create_timer(self.params['diagnostics_period_s'], self._summary)
+        self.open_frames(self._ingest, self._summary, transport='ros',
+                         qos=self.params['driver_qos'], sync_tolerance_ns=tolerance_ns)
 
     def deactivate_stage(self) -> None:
         """Stop ingesting."""
-        self._stop_reader()
-
-    def _stop_reader(self) -> None:
-        if self._timer is not None:
-            self.destroy_timer(self._timer)
-            self._timer = None
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        self.close_frames()
 
     def release(self) -> None:
         """Close the channel and the subscriptions (idempotent)."""
-        self._stop_reader()
+        self.close_frames()
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -136,7 +123,7 @@ class FrameIngestNode(StageNode):
     def _summary(self) -> None:
         if self._diag_pub is None:
             return
-        stats = self._reader.stats if self._reader is not None else {}
+        stats = self.frame_reader.stats if self.frame_reader is not None else {}
         ok = self.skipped == 0
         status = DiagnosticStatus(
             level=DiagnosticStatus.OK if ok else DiagnosticStatus.WARN, name='frame_ingest',

@@ -88,9 +88,7 @@ class GraspPlannerNode(StageNode):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__('grasp_planner', **kwargs)
-        self._reader: Any = None
         self._health: StageHealth | None = None
-        self._timer: Any = None
         self._pubs: dict[str, Any] = {}
 
     def configure_stage(self) -> None:
@@ -111,29 +109,15 @@ class GraspPlannerNode(StageNode):
 
     def activate_stage(self) -> None:
         """Start reading frames."""
-        from edge_loop.transport import FrameReader
-
-        self._reader = FrameReader(self, transport=self.params['transport'],
-                                   channel=self.params['frame_channel'],
-                                   callback=self._on_frame)
-        self._timer = self.create_timer(self.params['diagnostics_period_s'],
-                                        lambda: self._health.summary(self._reader))
+        self.open_frames(self._on_frame, lambda: self._health.summary(self.frame_reader))
 
     def deactivate_stage(self) -> None:
         """Stop reading frames."""
-        self._stop_reader()
-
-    def _stop_reader(self) -> None:
-        if self._timer is not None:
-            self.destroy_timer(self._timer)
-            self._timer = None
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        self.close_frames()
 
     def release(self) -> None:
         """Close the reader and destroy the publishers (idempotent)."""
-        self._stop_reader()
+        self.close_frames()
         for pub in self._pubs.values():
             self.destroy_publisher(pub)
         self._pubs = {}

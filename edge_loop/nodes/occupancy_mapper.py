@@ -186,9 +186,7 @@ class OccupancyMapperNode(StageNode):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__('occupancy_mapper', **kwargs)
-        self._reader: Any = None
         self._health: Health | None = None
-        self._timer: Any = None
         self._pub: Any = None
         self._mapper: OccupancyMapper | None = None
 
@@ -217,29 +215,15 @@ class OccupancyMapperNode(StageNode):
 
     def activate_stage(self) -> None:
         """Start reading frames."""
-        from edge_loop.transport import FrameReader
-
-        self._reader = FrameReader(self, transport=self.params['transport'],
-                                   channel=self.params['frame_channel'],
-                                   callback=self._on_frame)
-        self._timer = self.create_timer(self.params['diagnostics_period_s'],
-                                        lambda: self._health.summary())
+        self.open_frames(self._on_frame, lambda: self._health.summary())
 
     def deactivate_stage(self) -> None:
         """Stop reading frames (the fused grid is kept)."""
-        self._stop_reader()
-
-    def _stop_reader(self) -> None:
-        if self._timer is not None:
-            self.destroy_timer(self._timer)
-            self._timer = None
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        self.close_frames()
 
     def release(self) -> None:
         """Close the reader, forget the grid, destroy the publishers (idempotent)."""
-        self._stop_reader()
+        self.close_frames()
         if self._pub is not None:
             self.destroy_publisher(self._pub)
             self._pub = None

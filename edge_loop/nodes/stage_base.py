@@ -170,6 +170,8 @@ class StageNode(LifecycleNode):
     def __init__(self, node_name: str, **kwargs: Any) -> None:
         self.params: dict[str, Any] = {}
         self._declare_errors: list[str] = []
+        self.frame_reader: Any = None
+        self._summary_timer: Any = None
         super().__init__(node_name, **kwargs)
         # Where this node runs, for the lifecycle manager's liveness watch: a process that is
         # gone is noticed at once, one that is merely busy (a 1 s render) is not taken for dead.
@@ -220,6 +222,28 @@ class StageNode(LifecycleNode):
 
     def release(self) -> None:
         """Free everything configure created (idempotent)."""
+
+    def open_frames(self, callback: Callable[[Any], None], summary: Callable[[], None],
+                    transport: str | None = None, **reader_kwargs: Any) -> None:
+        """Read the frame channel into ``callback``; call ``summary`` every diagnostics period.
+
+        The reader is ``self.frame_reader``; :meth:`close_frames` undoes this (idempotent).
+        """
+        from edge_loop.transport import FrameReader
+
+        self.frame_reader = FrameReader(
+            self, transport or self.params['transport'], channel=self.params['frame_channel'],
+            callback=callback, **reader_kwargs)
+        self._summary_timer = self.create_timer(self.params['diagnostics_period_s'], summary)
+
+    def close_frames(self) -> None:
+        """Stop the summary timer and close the frame reader (idempotent)."""
+        timer, self._summary_timer = self._summary_timer, None
+        if timer is not None:
+            self.destroy_timer(timer)
+        reader, self.frame_reader = self.frame_reader, None
+        if reader is not None:
+            reader.close()
 
     def debug_delay(self) -> None:
         """Sleep ``debug_delay_ms`` (fault injection for the deadline tests; 0 in deployment)."""

@@ -70,6 +70,20 @@ def _readonly_view(arr: np.ndarray, data: Any) -> np.ndarray:
     return arr
 
 
+def domain_channel(node: Any, channel: str) -> str:
+    """The iceoryx2 service of ``channel`` in ``node``'s ROS domain.
+
+    iceoryx2 services are machine-wide, ROS graphs are per domain: two graphs on one machine
+    (parallel tests, two simulated robots) must not share frames.
+    """
+    try:
+        domain = int(node.context.get_domain_id())
+    except (AttributeError, TypeError, ValueError):
+        domain = 0
+    return channel if domain == 0 else f'{channel}/domain_{domain}'
+
+
+
 def _resolve(node: Any, transport: str, what: str) -> str:
     if transport not in TRANSPORTS:
         raise ValueError(f'transport {transport!r} not one of {", ".join(TRANSPORTS)}')
@@ -191,7 +205,8 @@ class FrameWriter:
         self._seq = 0
         if self.transport == 'shm':
             try:
-                self._shm = shm_mod.ShmPublisher(channel, max_width, max_height)
+                self._shm = shm_mod.ShmPublisher(domain_channel(node, channel), max_width,
+                                                 max_height)
             except shm_mod.ShmUnavailableError as exc:
                 node.get_logger().warning(f"FrameWriter: {exc}; falling back to transport 'ros'")
                 self.transport = 'ros'
@@ -383,7 +398,8 @@ class FrameReader:
         self._closed = False
         if self.transport == 'shm':
             try:
-                self._shm = shm_mod.ShmSubscriber(channel, self._on_sample, self._log_error)
+                self._shm = shm_mod.ShmSubscriber(domain_channel(node, channel), self._on_sample,
+                                                  self._log_error)
             except shm_mod.ShmUnavailableError as exc:
                 node.get_logger().warning(f"FrameReader: {exc}; falling back to transport 'ros'")
                 self.transport = 'ros'

@@ -153,7 +153,6 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
     harness.wait_until(lambda: {mk.ns for m in list(markers) for mk in m.markers}
                        >= {'objects', 'grasp_candidates'}, 10.0, 'both marker namespaces')
     # Nothing in the tray: an empty PoseArray and an empty polygon, no /edge_loop/object.
-    n_target = len(target)
     empty = scene(640, 480, boxes=(), depth_encoding='32FC1')
     answer = cam.send_until(empty, objects)
     estamp = _ns(answer.header.stamp)
@@ -162,8 +161,8 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
                        'grasp answer for the empty frame')
     eg = next(m for m in list(grasp) if _ns(m.header.stamp) == estamp)
     assert list(eg.polygon.points) == [] and eg.header.frame_id == 'world'
+    # (A count of /edge_loop/object would race with answers to earlier frames still in flight.)
     assert not any(_ns(m.header.stamp) == estamp for m in list(target))
-    assert len(target) == n_target
 
 
 def test_bad_frames_give_diagnostics_and_no_output(large_data, harness, node_procs):
