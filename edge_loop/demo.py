@@ -106,6 +106,8 @@ class LoopObserver:
         self._lock = threading.Lock()
         self._frame_wall: OrderedDict[int, float] = OrderedDict()
         self._pending: dict[int, dict[str, Any]] = {}
+        self._last_frame_ns = 0
+        self._episode_start_ns = 0
         self.sim_time = 0.0
         self.lighting = 'nominal'
         self.outcomes: list[Any] = []
@@ -136,6 +138,7 @@ class LoopObserver:
 
     def _on_frame(self, msg: Any) -> None:
         with self._lock:
+            self._last_frame_ns = max(self._last_frame_ns, self._ns(msg.header.stamp))
             self._frame_wall[self._ns(msg.header.stamp)] = time.monotonic()
             self.obs.frames += 1
             while len(self._frame_wall) > 300:
@@ -150,7 +153,8 @@ class LoopObserver:
                 self.obs.latencies_ms[stage].append((now - t0) * 1e3)
             if stage == 'pick_controller':
                 self.obs.commands += 1
-            if self._want_examples and stage != 'pick_controller':
+            if (self._want_examples and stage != 'pick_controller'
+                    and stamp >= self._episode_start_ns):
                 self._pending.setdefault(stamp, {})[stage] = msg
                 if len(self._pending) > 60:
                     self._pending.pop(next(iter(self._pending)))
@@ -158,8 +162,18 @@ class LoopObserver:
     def _on_color(self, msg: Any) -> None:
         if self.lighting in self.obs.examples:
             return
+        stamp = self._ns(msg.header.stamp)
         with self._lock:
-            self._pending.setdefault(self._ns(msg.header.stamp), {})['image'] = msg
+            if stamp >= self._episode_start_ns:
+                self._pending.setdefault(stamp, {})['image'] = msg
+
+    def new_episode(self, lighting: str) -> None:
+        """Label what follows with ``lighting``; forget frames of the previous scene."""
+        with self._lock:
+            self.lighting = lighting
+            self._pending.clear()
+            # /clock runs on across resets: frames stamped before this are the old scene.
+            self._episode_start_ns = self._last_frame_ns + 1
 
     def check_examples(self) -> None:
         """Keep one example frame per lighting: the newest with every stage's output."""
@@ -240,8 +254,11 @@ def _set_param(harness: Any, node: str, name: str, value: Any) -> None:
     if isinstance(value, int):
         pv = ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=value)
     req = SetParameters.Request(parameters=[Parameter(name=name, value=pv)])
-    _call(client, req, 10.0)
+    result = _call(client, req, 10.0)
     harness.node.destroy_client(client)
+    if not result.results or not result.results[0].successful:
+        reason = result.results[0].reason if result.results else 'no answer'
+        raise RuntimeError(f'{node}: cannot set {name}={value!r}: {reason}')
 
 
 def _call(client: Any, request: Any, timeout: float) -> Any:
@@ -273,12 +290,12 @@ def run_episodes(args: argparse.Namespace, harness: Any, observer: LoopObserver,
     _progress(0, total, 0, 'starting')
     for i in range(total):
         lighting = LIGHTING[i % len(LIGHTING)]
-        observer.lighting = lighting
         _set_param(harness, 'sim_robot', 'lighting', lighting)
         n_outcomes = len(observer.outcomes)
         response = _trigger(harness, '/sim_robot/reset_scene')
         if not response.success:
             raise RuntimeError(f'reset_scene failed: {response.message}')
+        observer.new_episode(lighting)
         if _has_service(harness, '/pick_controller/reset'):
             _trigger(harness, '/pick_controller/reset', timeout=10.0)
         wall0, sim0 = time.monotonic(), observer.sim_time

@@ -206,7 +206,8 @@ class SimRobot(StageNode):
             self._twist = (np.zeros(3), 0.0)
             self._gripper_cmd = None
         self.get_logger().info(
-            f'scene seed {seed}: ' + ', '.join(o.name for o in world.objects))
+            f'scene seed {seed}, lighting {world.light.name}: ' +
+            ', '.join(o.name for o in world.objects))
 
     # --- commands -------------------------------------------------------------------------
     def _on_arm(self, msg: TwistStamped) -> None:
