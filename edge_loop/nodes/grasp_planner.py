@@ -32,7 +32,6 @@ from edge_loop.kernels.object_locator import locate_objects
 from edge_loop.nodes.object_locator import (
     VISION_PARAMS,
     BadFrameError,
-    StageHealth,
     check_deployable_or_fail,
     delete_all,
     extrinsics_from,
@@ -40,6 +39,7 @@ from edge_loop.nodes.object_locator import (
     locator_params,
 )
 from edge_loop.nodes.stage_base import Param, StageNode, run_node
+from edge_loop.nodes.stage_health import StageHealth
 
 
 def grasp_polygon(grasp: PlanarGrasp | None, header: Header) -> PolygonStamped:

@@ -16,13 +16,10 @@ The helpers here (frame checks, diagnostics, markers) are shared with the grasp_
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import deque
 from typing import Any
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Pose, PoseArray, PoseStamped
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
@@ -39,8 +36,7 @@ from edge_loop.kernels.object_locator import (
     rank_targets,
 )
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
-
-WARN_PERIOD_S = 1.0
+from edge_loop.nodes.stage_health import StageHealth
 
 
 class BadFrameError(ValueError):
@@ -137,69 +133,6 @@ def frame_inputs(frame: Any) -> tuple[np.ndarray, np.ndarray, Intrinsics]:
     if not valid:
         raise BadFrameError('no valid depth pixel in the frame (all zero/NaN)')
     return to_rgb(color, frame.color_encoding), depth, intr
-
-
-class StageHealth:
-    """Throttled warnings, /diagnostics entries and processing-time stats of one stage."""
-
-    def __init__(self, node: StageNode, name: str) -> None:
-        self.node = node
-        self.name = name
-        self.pub = node.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
-        self.times_ms: deque[float] = deque(maxlen=200)
-        self.frames = 0
-        self.bad = 0
-        self._last_warn: dict[str, float] = {}
-        self._last_dropped = 0
-        self._last_received = 0
-        self._lock = threading.Lock()
-
-    def _publish(self, level: bytes, message: str, stamp: Any, values: dict[str, Any]) -> None:
-        status = DiagnosticStatus(level=level, name=f'{self.name}: input', message=message,
-                                  hardware_id=self.node.get_name(),
-                                  values=[KeyValue(key=k, value=str(v))
-                                          for k, v in values.items()])
-        header = Header(stamp=stamp) if stamp is not None else Header(
-            stamp=self.node.get_clock().now().to_msg())
-        self.pub.publish(DiagnosticArray(header=header, status=[status]))
-
-    def bad_frame(self, reason: str, stamp: Any) -> None:
-        """Warn (throttled per reason) and publish a WARN diagnostic for a dropped frame."""
-        with self._lock:
-            self.bad += 1
-            now = time.monotonic()
-            key = reason.split(':')[0]
-            if now - self._last_warn.get(key, -1e9) < WARN_PERIOD_S:
-                return
-            self._last_warn[key] = now
-        self.node.get_logger().warning(f'frame dropped: {reason}')
-        self._publish(DiagnosticStatus.WARN, f'frame dropped: {reason}', stamp,
-                      {'bad_frames': self.bad, 'frames': self.frames})
-
-    def processed(self, elapsed_ms: float) -> None:
-        """Count one processed frame."""
-        with self._lock:
-            self.frames += 1
-            self.times_ms.append(elapsed_ms)
-
-    def summary(self, reader: Any) -> None:
-        """Periodic OK/WARN summary; flags frames the transport could not pair."""
-        stats = reader.stats if reader is not None else {}
-        dropped, received = int(stats.get('unpaired', 0)), int(stats.get('received', 0))
-        new_drops, self._last_dropped = dropped - self._last_dropped, dropped
-        new_frames, self._last_received = received - self._last_received, received
-        # Colour/depth waiting for their partner (ros transport): nothing gets through when
-        # camera_info is missing.
-        waiting = reader.pending() if reader is not None else 0
-        times = list(self.times_ms)
-        values = {'frames': self.frames, 'bad_frames': self.bad, 'dropped': dropped,
-                  'p50_ms': f'{np.median(times):.2f}' if times else 'nan',
-                  'p99_ms': f'{np.percentile(times, 99):.2f}' if times else 'nan'}
-        if new_drops > 0 or (waiting and not new_frames):
-            self.bad_frame(f'{max(new_drops, waiting)} incomplete frame(s): colour, depth and '
-                           'camera_info not paired by stamp (missing camera_info?)', None)
-            return
-        self._publish(DiagnosticStatus.OK, 'ok', None, values)
 
 
 def pose_of(obj: DetectedObject) -> Pose:

@@ -15,13 +15,10 @@ size mismatch, missing camera_info, no valid pixel) gives a throttled warning an
 from __future__ import annotations
 
 import array
-import threading
 import time
-from collections import deque
 from typing import Any
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Pose
 from nav_msgs.msg import MapMetaData, OccupancyGrid
 from std_msgs.msg import Header
@@ -31,63 +28,14 @@ from edge_loop.images import DEPTH_ENCODINGS
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
 from edge_loop.kernels.occupancy import GridSpec, OccupancyMapper, OccupancyParams
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
+from edge_loop.nodes.stage_health import StageHealth
 
 _DEF = OccupancyParams()
-WARN_PERIOD_S = 1.0
 OP_NAME = 'occupancy.integrate'
 
 
 class BadFrame(ValueError):  # noqa: N818 - a verdict on the input, named as the vision nodes'
     """A frame the stage cannot use; the message says why."""
-
-
-class Health:
-    """Throttled warnings, WARN diagnostics for bad frames, a periodic OK summary."""
-
-    def __init__(self, node: StageNode, name: str) -> None:
-        self.node = node
-        self.name = name
-        self.pub = node.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
-        self.times_ms: deque[float] = deque(maxlen=200)
-        self.frames = 0
-        self.bad = 0
-        self._last_warn: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def _publish(self, level: bytes, message: str, stamp: Any) -> None:
-        times = list(self.times_ms)
-        values = {'frames': self.frames, 'bad_frames': self.bad,
-                  'p50_ms': f'{np.median(times):.2f}' if times else 'nan',
-                  'p99_ms': f'{np.percentile(times, 99):.2f}' if times else 'nan'}
-        status = DiagnosticStatus(level=level, name=f'{self.name}: input', message=message,
-                                  hardware_id=self.node.get_name(),
-                                  values=[KeyValue(key=k, value=str(v))
-                                          for k, v in values.items()])
-        header = Header(stamp=stamp if stamp is not None
-                        else self.node.get_clock().now().to_msg())
-        self.pub.publish(DiagnosticArray(header=header, status=[status]))
-
-    def bad_frame(self, reason: str, stamp: Any) -> None:
-        """Warn (throttled per reason) and publish a WARN diagnostic for a dropped frame."""
-        with self._lock:
-            self.bad += 1
-            now = time.monotonic()
-            key = reason.split(':')[0]
-            if now - self._last_warn.get(key, -1e9) < WARN_PERIOD_S:
-                return
-            self._last_warn[key] = now
-        self.node.get_logger().warning(f'frame dropped: {reason}')
-        self._publish(DiagnosticStatus.WARN, f'frame dropped: {reason}', stamp)
-
-    def processed(self, elapsed_ms: float) -> None:
-        """Count one processed frame."""
-        with self._lock:
-            self.frames += 1
-            self.times_ms.append(elapsed_ms)
-
-    def summary(self) -> None:
-        """Periodic OK summary with the processing time."""
-        self._publish(DiagnosticStatus.OK, 'ok', None)
 
 
 def check_gate(node: StageNode) -> None:
@@ -186,7 +134,7 @@ class OccupancyMapperNode(StageNode):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__('occupancy_mapper', **kwargs)
-        self._health: Health | None = None
+        self._health: StageHealth | None = None
         self._pub: Any = None
         self._mapper: OccupancyMapper | None = None
 
@@ -211,11 +159,11 @@ class OccupancyMapperNode(StageNode):
         self._mapper = OccupancyMapper(spec, fusion)
         self._frame_id = prm['world_frame']
         self._pub = self.create_lifecycle_publisher(OccupancyGrid, topics.OCCUPANCY, 10)
-        self._health = Health(self, 'occupancy_mapper')
+        self._health = StageHealth(self, 'occupancy_mapper')
 
     def activate_stage(self) -> None:
         """Start reading frames."""
-        self.open_frames(self._on_frame, lambda: self._health.summary())
+        self.open_frames(self._on_frame, lambda: self._health.summary(self.frame_reader))
 
     def deactivate_stage(self) -> None:
         """Stop reading frames (the fused grid is kept)."""
