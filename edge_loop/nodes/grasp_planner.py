@@ -32,14 +32,13 @@ from edge_loop.kernels.object_locator import locate_objects
 from edge_loop.nodes.object_locator import (
     VISION_PARAMS,
     BadFrameError,
-    check_deployable_or_fail,
     delete_all,
     extrinsics_from,
     frame_inputs,
     locator_params,
 )
 from edge_loop.nodes.stage_base import Param, StageNode, run_node
-from edge_loop.nodes.stage_health import StageHealth
+from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
 
 
 def grasp_polygon(grasp: PlanarGrasp | None, header: Header) -> PolygonStamped:

@@ -36,7 +36,7 @@ from edge_loop.kernels.object_locator import (
     rank_targets,
 )
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
-from edge_loop.nodes.stage_health import StageHealth
+from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
 
 
 class BadFrameError(ValueError):
@@ -80,21 +80,6 @@ def extrinsics_from(params: dict[str, Any]) -> Extrinsics:
         return Extrinsics.from_params(params['camera_position'], params['camera_orientation'])
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-
-
-def check_deployable_or_fail(node: StageNode, op_names: list[str]) -> None:
-    """The deployment gate in configure (ConfigError with the gate's message)."""
-    if not node.params['require_verified']:
-        node.get_logger().warning('require_verified is false: running a kernel without '
-                                  'checking its verification record')
-        return
-    from edge_loop.verify.gate import DeploymentGateError, check_deployable
-
-    try:
-        check_deployable(op_names, node.params['verified_record'] or None)
-    except DeploymentGateError as exc:
-        raise ConfigError(f'deployment gate: {exc}') from exc
-    node.get_logger().info(f'deployment gate: {", ".join(op_names)} verified')
 
 
 def frame_inputs(frame: Any) -> tuple[np.ndarray, np.ndarray, Intrinsics]:

@@ -28,7 +28,7 @@ from edge_loop.images import DEPTH_ENCODINGS
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
 from edge_loop.kernels.occupancy import GridSpec, OccupancyMapper, OccupancyParams
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
-from edge_loop.nodes.stage_health import StageHealth
+from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
 
 _DEF = OccupancyParams()
 OP_NAME = 'occupancy.integrate'
@@ -36,21 +36,6 @@ OP_NAME = 'occupancy.integrate'
 
 class BadFrame(ValueError):  # noqa: N818 - a verdict on the input, named as the vision nodes'
     """A frame the stage cannot use; the message says why."""
-
-
-def check_gate(node: StageNode) -> None:
-    """The deployment gate in configure (ConfigError with the gate's message)."""
-    if not node.params['require_verified']:
-        node.get_logger().warning('require_verified is false: running a kernel without '
-                                  'checking its verification record')
-        return
-    from edge_loop.verify.gate import DeploymentGateError, check_deployable
-
-    try:
-        check_deployable([OP_NAME], node.params['verified_record'] or None)
-    except DeploymentGateError as exc:
-        raise ConfigError(f'deployment gate: {exc}') from exc
-    node.get_logger().info(f'deployment gate: {OP_NAME} verified')
 
 
 def depth_inputs(frame: Any) -> tuple[np.ndarray, Intrinsics]:
@@ -140,7 +125,7 @@ class OccupancyMapperNode(StageNode):
 
     def configure_stage(self) -> None:
         """Gate, grid, fusion parameters, publisher."""
-        check_gate(self)
+        check_deployable_or_fail(self, [OP_NAME])
         prm = self.params
         try:
             self._ext = Extrinsics.from_params(prm['camera_position'], prm['camera_orientation'])

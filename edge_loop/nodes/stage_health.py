@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: 2026 edge_loop developers
 # SPDX-License-Identifier: Apache-2.0
-"""Per-stage input health: throttled warnings, WARN diagnostics for bad frames, summaries.
+"""Per-stage helpers: input health (warnings, diagnostics, summaries), the deployment gate.
 
 Shared by every frame-reading stage (object_locator, grasp_planner, occupancy_mapper).
 """
@@ -17,6 +17,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Header
 
 from edge_loop import topics
+from edge_loop.nodes.stage_base import ConfigError
 
 WARN_PERIOD_S = 1.0
 
@@ -82,3 +83,18 @@ class StageHealth:
                            'camera_info not paired by stamp (missing camera_info?)', None)
             return
         self._publish(DiagnosticStatus.OK, 'ok', None, values)
+
+
+def check_deployable_or_fail(node: Any, op_names: list[str]) -> None:
+    """The deployment gate in configure (ConfigError with the gate's message)."""
+    if not node.params['require_verified']:
+        node.get_logger().warning('require_verified is false: running a kernel without '
+                                  'checking its verification record')
+        return
+    from edge_loop.verify.gate import DeploymentGateError, check_deployable
+
+    try:
+        check_deployable(op_names, node.params['verified_record'] or None)
+    except DeploymentGateError as exc:
+        raise ConfigError(f'deployment gate: {exc}') from exc
+    node.get_logger().info(f'deployment gate: {", ".join(op_names)} verified')
