@@ -266,6 +266,16 @@ class FrameWriter:
             cached = self._ros_buffers[key] = (msg, view)
         return cached
 
+    def matched_subscribers(self) -> int:
+        """Readers that every ROS image/info writer of this channel has matched (DDS-side).
+
+        Unlike ``node.count_subscribers`` (the graph cache), a writer that has matched a
+        reliable reader keeps what it publishes until that reader acknowledges it, so a
+        producer that must not lose its first frame waits on this.
+        """
+        pubs = [p for p in (self._color_pub, self._depth_pub, self._info_pub) if p is not None]
+        return min((p.get_subscription_count() for p in pubs), default=0)
+
     def _subscribed(self, pub: Any) -> bool:
         return pub is not None and (self.transport == 'ros' or pub.get_subscription_count() > 0)
 

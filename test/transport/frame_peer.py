@@ -92,7 +92,10 @@ def run_producer(args: argparse.Namespace) -> int:
          hashes={n: [sha(c), sha(d)] for n, (c, d) in planes.items()})
     if args.wait_subscribers:
         deadline = time.monotonic() + 30.0
-        while (min(node.count_subscribers(t) for t in topics.CAMERA_INPUTS)
+        # Writer-side matches (not the graph cache): a reliable writer that has matched the
+        # reader keeps each frame until it is acknowledged, so frame 0 cannot be lost.
+        while ((writer.matched_subscribers() if writer.transport == 'ros' else
+                min(node.count_subscribers(t) for t in topics.CAMERA_INPUTS))
                < args.wait_subscribers and time.monotonic() < deadline):
             time.sleep(0.02)
     stop = threading.Event()
