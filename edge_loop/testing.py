@@ -80,13 +80,17 @@ class RosHarness:
         self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
         self.matched: dict[str, int] = {}
         self._tracked: set[str] = set()
+        self.error: BaseException | None = None   # what stopped the executor thread, if any
         self.executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
 
     def _spin(self) -> None:
-        with contextlib.suppress(Exception):
+        try:
             self.executor.spin()
+        except Exception as exc:  # noqa: BLE001 - a callback raised: every wait reports it
+            if self.context.ok():
+                self.error = exc
 
     def close(self) -> None:
         """Stop spinning and shut the context down."""
@@ -121,6 +125,9 @@ class RosHarness:
         while time.monotonic() < deadline:
             if predicate():
                 return
+            if self.error is not None:   # no callback runs any more: waiting is pointless
+                raise AssertionError(f'the test harness executor stopped while waiting for '
+                                     f'{what}: {self.error!r}') from self.error
             time.sleep(0.01)
         raise AssertionError(f'timed out after {timeout:.1f} s waiting for {what}')
 

@@ -14,15 +14,26 @@ Per sample a *raw* state is classified from:
   drops by ``slip_drop_fraction`` from its peak over ``slip_window_s``, or the fingers keep
   closing faster than ``slip_velocity`` while the force is ``slip_creep_drop_fraction`` below
   the highest force of this hold (the object is sliding out between them; squeezing harder
-  is not a slip);
+  is not a slip), or -- when the gripper has a shear (tangential force) channel -- both pads
+  load their contact at the friction limit: shear / normal force >= ``slip_shear_ratio`` on the
+  left *and* the right pad means the object slides between them, which the normal force alone
+  cannot show (a slide at constant grip force over a prismatic face leaves both the pad forces
+  and the opening unchanged);
   ``lost`` when most of the force is gone (below ``lost_fraction`` of the peak) while the
   fingers close on, or contact ends after holding while the fingers close further than
   ``lost_closing`` past the opening they held at, or the command still says closed (a release
-  opens them instead).
+  opens them instead); ``lost`` lasts until the fingers open, or until both pads touch
+  something again with the fingers apart: the falling object caught between them, which is
+  ``slipping`` (then ``holding`` once no slip cue remains), not a loss.
+
+Both pads at the friction limit, rather than one: one pad alone reaches it while an object
+resting on the table pivots about the other; a pure rotation in the grip (torsional slip)
+leaves the net shear of both pads below the limit and needs a shear *field* to be seen.
 
 The published state follows the raw state only after the raw state has been the same for
-``dwell_s`` (``slip_dwell_s`` for ``slipping``: one- or two-sample force spikes while the arm
-shakes are not slips) (debouncing). Two implementations with the same arithmetic:
+``dwell_s`` (``slip_dwell_s`` for ``slipping`` from the normal-force cues: one- or two-sample
+force spikes while the arm shakes are not slips; a shear at the friction limit on both pads
+needs only ``dwell_s``) (debouncing). Two implementations with the same arithmetic:
 :class:`GraspStateEstimator` (streaming, what the node runs) and :func:`classify_trace`
 (features vectorised over a whole recorded trace, for replay and benchmarks); the harness
 checks that they give the identical state sequence (``edge_loop/verify/ops_grasp_state.py``).
@@ -66,6 +77,7 @@ class GraspStateParams:
     slip_settle_s: float = 0.08         # no slip decisions in the first part of a hold
     lost_closing: float = 0.003
     lost_fraction: float = 0.25         # force below this share of its recent peak -> lost
+    slip_shear_ratio: float = 0.97      # shear/normal on both pads: sliding (sim pads: mu 1.08)
 
     def validate(self) -> None:
         """Raise ValueError for inconsistent thresholds."""
@@ -81,6 +93,8 @@ class GraspStateParams:
             raise ValueError('slip_drop_fraction must be in (0, 1)')
         if not 0 <= self.lost_fraction < 1:
             raise ValueError('lost_fraction must be in [0, 1)')
+        if not self.slip_shear_ratio > 0:
+            raise ValueError('slip_shear_ratio must be > 0')
 
 
 DEFAULT_PARAMS = GraspStateParams()
@@ -99,8 +113,12 @@ class _Machine:
         self.hold_peak = 0.0
 
     def step(self, t: float, contact: bool, fmin: float, peak: float, opening: float,
-             closing_speed: float, command_delta: float) -> str:
-        """One sample; ``command_delta`` = commanded minus actual opening (NaN = unknown)."""
+             closing_speed: float, command_delta: float, shear_ratio: float) -> str:
+        """One sample.
+
+        ``command_delta`` = commanded minus actual opening; ``shear_ratio`` = the smaller
+        shear/normal ratio of the two pads; either NaN = unknown.
+        """
         p = self.p
         prev = self.state
         cmd_open = command_delta > p.command_tolerance
@@ -108,6 +126,8 @@ class _Machine:
         fingers_opening = closing_speed < -p.moving_velocity
         if cmd_open:
             raw = OPEN                       # released or opening: whatever the pads feel
+        elif prev == LOST and contact and opening > p.closed_opening:
+            raw = SLIPPING                   # caught between the pads again: not gone (yet)
         elif prev == LOST and not fingers_opening:
             raw = LOST                       # stays lost until the gripper opens again
         elif (prev in _GRIPPED and fmin < p.lost_fraction * peak
@@ -115,13 +135,14 @@ class _Machine:
             raw = LOST                       # most of the force gone and the fingers close on
         elif contact:
             raw = HOLDING
-            # fingers closing in while the force is off its peak (squeezing harder is not
-            # a slip), or a large force drop
+            # a large force drop, fingers closing in while the force is off its peak
+            # (squeezing harder is not a slip), or both pads at the friction limit
             if prev in _GRIPPED and t - self.hold_since >= p.slip_settle_s and (
                     peak - fmin > p.slip_drop_fraction * peak
                     or (closing_speed > p.slip_velocity
                         and self.hold_peak - fmin > p.slip_creep_drop_fraction
-                        * self.hold_peak)):
+                        * self.hold_peak)
+                    or shear_ratio >= p.slip_shear_ratio):
                 raw = SLIPPING
         elif prev in _GRIPPED and not fingers_opening and (
                 cmd_closed or closing_speed > p.moving_velocity
@@ -137,11 +158,15 @@ class _Machine:
         if raw != self.candidate:
             self.candidate = raw
             self.candidate_since = t
-        dwell = p.slip_dwell_s if raw == SLIPPING else p.dwell_s
+        # both pads at the friction limit is no solver spike: the short dwell
+        dwell = (p.slip_dwell_s if raw == SLIPPING and not shear_ratio >= p.slip_shear_ratio
+                 else p.dwell_s)
         if raw != prev and t - self.candidate_since >= dwell:
             self.state = raw
             if raw == HOLDING and prev not in _GRIPPED:
                 self.hold_since = t
+            elif raw == SLIPPING and prev not in _GRIPPED:
+                self.hold_since = t - p.slip_settle_s
             elif raw not in _GRIPPED:
                 self.hold_since = math.inf
         if self.state in _GRIPPED:
@@ -174,15 +199,19 @@ class GraspStateEstimator:
         return self._machine.state
 
     def update(self, t: float, positions, velocities, forces,
-               commanded_opening: float | None = None) -> str:
+               commanded_opening: float | None = None, shears=None) -> str:
         """Fold in one sample (2 fingers each) and return the state.
 
+        ``shears``: tangential force magnitude on each pad (N), or None without a shear channel.
         Raises ValueError for non-finite values or a sample older than the previous one.
         """
         p = self.params
         vals = [float(x) for x in (*positions, *velocities, *forces)]
         if len(vals) != 6 or not all(math.isfinite(x) for x in vals) or not math.isfinite(t):
             raise ValueError(f'need 2 finite positions, velocities and forces, got {vals}')
+        shear = None if shears is None else [float(x) for x in shears]
+        if shear is not None and (len(shear) != 2 or not all(math.isfinite(x) for x in shear)):
+            raise ValueError(f'need 2 finite shear forces, got {shear}')
         if t < self.last_t:
             raise ValueError(f'sample time {t} before the previous one {self.last_t}')
         self.last_t = t
@@ -200,23 +229,29 @@ class GraspStateEstimator:
             window.popleft()
         peak = max(f for _, f in window)
         delta = math.nan if commanded_opening is None else float(commanded_opening) - opening
-        return self._machine.step(t, self._contact, fmin, peak, opening, closing_speed, delta)
+        ratio = math.nan if shear is None else min(
+            shear[0] / max(vals[4] - p.force_bias[0], p.force_on),
+            shear[1] / max(vals[5] - p.force_bias[1], p.force_on))
+        return self._machine.step(t, self._contact, fmin, peak, opening, closing_speed, delta,
+                                  ratio)
 
 
 def classify_trace_reference(t, positions, velocities, forces, commanded_opening=None,
-                             params: GraspStateParams = DEFAULT_PARAMS) -> np.ndarray:
+                             params: GraspStateParams = DEFAULT_PARAMS,
+                             shears=None) -> np.ndarray:
     """State index per sample by running :class:`GraspStateEstimator` over a trace.
 
     ``positions``/``velocities``/``forces`` are (N, 2); ``commanded_opening`` (N,) or None
-    (NaN = unknown at that sample).
+    (NaN = unknown at that sample); ``shears`` (N, 2) pad tangential forces or None.
     """
     est = GraspStateEstimator(params)
     n = len(t)
     out = np.empty(n, dtype=np.int8)
     for k in range(n):
         cmd = None if commanded_opening is None else float(commanded_opening[k])
+        shear = None if shears is None else shears[k]
         out[k] = STATE_INDEX[est.update(float(t[k]), positions[k], velocities[k], forces[k],
-                                        cmd)]
+                                        cmd, shear)]
     return out
 
 
@@ -229,7 +264,7 @@ def _hysteresis(on: np.ndarray, off: np.ndarray) -> np.ndarray:
 
 
 def classify_trace(t, positions, velocities, forces, commanded_opening=None,
-                   params: GraspStateParams = DEFAULT_PARAMS) -> np.ndarray:
+                   params: GraspStateParams = DEFAULT_PARAMS, shears=None) -> np.ndarray:
     """Deployed :func:`classify_trace_reference`: features vectorised, one lean loop."""
     params.validate()
     t = np.asarray(t, dtype=np.float64)
@@ -242,6 +277,10 @@ def classify_trace(t, positions, velocities, forces, commanded_opening=None,
     if not (np.isfinite(t).all() and np.isfinite(pos).all() and np.isfinite(vel).all()
             and np.isfinite(frc).all()):
         raise ValueError('non-finite sample in the trace')
+    if shears is not None:
+        shr = np.asarray(shears, dtype=np.float64)
+        if shr.shape != (n, 2) or not np.isfinite(shr).all():
+            raise ValueError('shears must be finite and (N, 2) like t')
     if n and np.any(np.diff(t) < 0):
         raise ValueError('sample times must not decrease')
     opening = pos[:, 0] + pos[:, 1]
@@ -259,13 +298,19 @@ def classify_trace(t, positions, velocities, forces, commanded_opening=None,
         delta = np.full(n, np.nan)
     else:
         delta = np.asarray(commanded_opening, dtype=np.float64) - opening
+    if shears is None:
+        ratio = np.full(n, np.nan)
+    else:
+        ratio = np.minimum(
+            shr[:, 0] / np.maximum(frc[:, 0] - params.force_bias[0], params.force_on),
+            shr[:, 1] / np.maximum(frc[:, 1] - params.force_bias[1], params.force_on))
     machine = _Machine(params)
     out = np.empty(n, dtype=np.int8)
     step = machine.step
-    tl, cl, fl, pl, ol, sl, dl = (t.tolist(), contact.tolist(), fmin.tolist(), peak.tolist(),
-                                  opening.tolist(), closing_speed.tolist(), delta.tolist())
-    for k in range(n):
-        out[k] = STATE_INDEX[step(tl[k], cl[k], fl[k], pl[k], ol[k], sl[k], dl[k])]
+    columns = [x.tolist() for x in (t, contact, fmin, peak, opening, closing_speed, delta,
+                                    ratio)]
+    for k, row in enumerate(zip(*columns)):
+        out[k] = STATE_INDEX[step(*row)]
     return out
 
 

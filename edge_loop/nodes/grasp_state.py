@@ -5,7 +5,10 @@
 Inputs: ``/gripper/joint_states`` (sensor_msgs/JointState: ``left_finger``/``right_finger``
 positions (m from the centreline), velocities (m/s), efforts = pad normal forces (N)) and
 ``/edge_loop/cmd/gripper`` (sensor_msgs/JointState ``gripper``: commanded opening), which tells
-a release from a loss. Output at the input rate: ``/edge_loop/grasp_state``
+a release from a loss. Optional shear channel: when the joint_states message also names
+``left_finger_shear`` and ``right_finger_shear``, their efforts are the tangential forces on the
+pads (N) and the estimator uses them (both pads at the friction limit = slipping); without them
+it works from the normal forces alone. Output at the input rate: ``/edge_loop/grasp_state``
 (diagnostic_msgs/DiagnosticArray, header stamp = the joint_states stamp, frame ``gripper``) with
 one DiagnosticStatus named ``grasp_state``: message = open | closing | holding | closed_empty |
 slipping | lost; level OK, WARN for slipping and lost; values = left_force, right_force
@@ -33,6 +36,7 @@ from edge_loop.kernels import grasp_state as gs
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 
 FINGERS = ('left_finger', 'right_finger')
+SHEARS = ('left_finger_shear', 'right_finger_shear')
 STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=50,
                        reliability=ReliabilityPolicy.RELIABLE)
 WARN_PERIOD_S = 1.0
@@ -44,8 +48,12 @@ def stamp_seconds(stamp: Any) -> float:
     return int(stamp.sec) + int(stamp.nanosec) * 1e-9
 
 
-def finger_sample(msg: JointState) -> tuple[list[float], list[float], list[float]]:
-    """(positions, velocities, forces) of the two fingers by name; ValueError if unusable."""
+def finger_sample(msg: JointState) -> tuple[list[float], list[float], list[float],
+                                            list[float] | None]:
+    """(positions, velocities, forces, shears or None) of the two fingers by name.
+
+    Raises ValueError if unusable.
+    """
     names = list(msg.name)
     try:
         idx = [names.index(f) for f in FINGERS]
@@ -61,7 +69,12 @@ def finger_sample(msg: JointState) -> tuple[list[float], list[float], list[float
         if not all(math.isfinite(v) for v in row):
             raise ValueError(f'non-finite {field} {row}')
         out.append(row)
-    return out[0], out[1], out[2]
+    shears = None
+    if all(name in names for name in SHEARS):
+        shears = [float(msg.effort[names.index(name)]) for name in SHEARS]
+        if not all(math.isfinite(v) for v in shears):
+            raise ValueError(f'non-finite shear {shears}')
+    return out[0], out[1], out[2], shears
 
 
 class GraspStateNode(StageNode):
@@ -101,6 +114,9 @@ class GraspStateNode(StageNode):
         Param('lost_fraction', _DEF.lost_fraction,
               'Force below this share of its recent peak, fingers closing: lost', min=0.0,
               max=1.0),
+        Param('slip_shear_ratio', _DEF.slip_shear_ratio,
+              'Shear/normal force on both pads that means sliding (with a shear channel)',
+              min=0.01, max=10.0),
     )
 
     def __init__(self, **kwargs: Any) -> None:
@@ -126,7 +142,7 @@ class GraspStateNode(StageNode):
             slip_window_s=prm['slip_window_s'], slip_velocity=prm['slip_velocity'],
             slip_creep_drop_fraction=prm['slip_creep_drop_fraction'],
             slip_settle_s=prm['slip_settle_s'], lost_closing=prm['lost_closing'],
-            lost_fraction=prm['lost_fraction'])
+            lost_fraction=prm['lost_fraction'], slip_shear_ratio=prm['slip_shear_ratio'])
         try:
             self._est = gs.GraspStateEstimator(params)
         except ValueError as exc:
@@ -187,11 +203,11 @@ class GraspStateNode(StageNode):
         if not self._active or est is None or self._pub is None:
             return
         try:
-            pos, vel, force = finger_sample(msg)
+            pos, vel, force, shears = finger_sample(msg)
             t = stamp_seconds(msg.header.stamp)
             if t < est.last_t - 1.0:
                 est.reset()          # the clock jumped back (simulator reset, bag loop)
-            state = est.update(t, pos, vel, force, self._commanded)
+            state = est.update(t, pos, vel, force, self._commanded, shears)
         except ValueError as exc:
             self._warn(str(exc), msg.header.stamp)
             return

@@ -89,6 +89,9 @@ class SimRobot(StageNode):
               'Never run faster than this times real time (0 = as fast as possible)',
               min=0.0, max=1000.0),
         Param('publish_ground_truth', True, 'Publish /sim/objects, /sim/mask, /sim/occupancy'),
+        Param('shear_sensing', True,
+              'Also publish the pad shear force (left_finger_shear/right_finger_shear in '
+              '/gripper/joint_states); false models pads that sense normal force only'),
         Param('clock_start_s', 1.0, 'Simulated time of the first step (0 would read as unset)',
               min=0.0, max=1e9),
     )
@@ -391,7 +394,8 @@ class SimRobot(StageNode):
         pos, vel, force = world.gripper.joint_state()
         xyz, yaw = world.gripper.tcp_pose()
         self._pubs['clock'].publish(sim_msgs.clock(t_ns))
-        self._pubs['joints'].publish(sim_msgs.joint_state(pos, vel, force, t_ns))
+        shears = world.gripper.measured_shear() if self.params['shear_sensing'] else None
+        self._pubs['joints'].publish(sim_msgs.joint_state(pos, vel, force, t_ns, shears))
         self._pubs['tcp'].publish(
             sim_msgs.tcp_pose(xyz, yaw, t_ns, self.params['world_frame']))
 

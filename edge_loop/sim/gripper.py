@@ -19,7 +19,10 @@ the real contact forces, not the motor limit.
 Finger force sensor model (documented in ``ForceSensor``): the true normal force is the sum of
 the solver's contact normal forces on that finger; the reported value is that force delayed by
 3 physics steps (12.5 ms), plus a per-finger bias drawn once per world (sigma 0.15 N), plus
-white noise of sigma 0.08 N + 3 % of the force, clipped at 0 N.
+white noise of sigma 0.08 N + 3 % of the force, clipped at 0 N. Each pad also measures its
+shear (the magnitude of the summed friction force of its contacts, as a 3-axis fingertip
+sensor does) through the same model, with its own bias and noise: at constant grip force a
+slide over a flat face moves neither the normal force nor the fingers, only the shear tells.
 """
 
 from __future__ import annotations
@@ -124,6 +127,13 @@ class Gripper:
         self._history: deque[np.ndarray] = deque(
             [np.zeros(2)] * (self.sensor.delay_steps + 1), maxlen=self.sensor.delay_steps + 1)
         self._measured = np.zeros(2)
+        # The shear channel draws from its own stream (seeded from this world's bias), so
+        # that adding it left every other random draw of the world as it was.
+        self._shear_rng = np.random.default_rng(self.bias.view(np.uint64))
+        self.shear_bias = self._shear_rng.normal(0.0, self.sensor.bias_sigma, 2)
+        self._shear_history: deque[np.ndarray] = deque(
+            [np.zeros(2)] * (self.sensor.delay_steps + 1), maxlen=self.sensor.delay_steps + 1)
+        self._measured_shear = np.zeros(2)
         self._apply()
 
     # --- commands -------------------------------------------------------------------------
@@ -180,13 +190,20 @@ class Gripper:
         self._apply()
 
     def after_step(self) -> None:
-        """Sample the finger force sensors."""
-        true = self.true_forces()
-        self._history.append(true)
-        delayed = self._history[0]
+        """Sample the finger force sensors (normal and shear)."""
+        normal, shear = self.true_pad_forces()
+        self._measured = self._sense(self._history, normal, self.bias, self._rng)
+        self._measured_shear = self._sense(self._shear_history, shear, self.shear_bias,
+                                           self._shear_rng)
+
+    def _sense(self, history: deque[np.ndarray], true: np.ndarray, bias: np.ndarray,
+               rng: np.random.Generator) -> np.ndarray:
+        """One sensor reading: ``true`` delayed, biased, noisy, clipped at 0 N."""
+        history.append(true)
+        delayed = history[0]
         s = self.sensor
-        noise = self._rng.normal(0.0, 1.0, 2) * (s.noise_sigma + s.noise_rel * delayed)
-        self._measured = np.maximum(delayed + self.bias + noise, 0.0)
+        noise = rng.normal(0.0, 1.0, 2) * (s.noise_sigma + s.noise_rel * delayed)
+        return np.maximum(delayed + bias + noise, 0.0)
 
     def _apply(self) -> None:
         p.changeConstraint(self.constraint, jointChildPivot=self._target.tolist(),
@@ -216,14 +233,25 @@ class Gripper:
         lin, ang = p.getBaseVelocity(self.body, physicsClientId=self.client)
         return np.array(lin), float(ang[2])
 
-    def true_forces(self) -> np.ndarray:
-        """Noiseless normal force on each finger (N): sum over its contact points."""
-        out = np.zeros(2)
+    def true_pad_forces(self) -> tuple[np.ndarray, np.ndarray]:
+        """Noiseless (normal, shear) force on each finger (N), over its contact points.
+
+        Normal: the sum of the contact normal forces. Shear: the magnitude of the summed
+        friction vectors (both lateral friction directions of every contact).
+        """
+        normal, shear = np.zeros(2), np.zeros(2)
         for link in (0, 1):
+            friction = np.zeros(3)
             for cp in p.getContactPoints(bodyA=self.body, linkIndexA=link,
                                          physicsClientId=self.client):
-                out[link] += max(cp[9], 0.0)
-        return out
+                normal[link] += max(cp[9], 0.0)
+                friction += cp[10] * np.asarray(cp[11]) + cp[12] * np.asarray(cp[13])
+            shear[link] = float(np.linalg.norm(friction))
+        return normal, shear
+
+    def true_forces(self) -> np.ndarray:
+        """Noiseless normal force on each finger (N): sum over its contact points."""
+        return self.true_pad_forces()[0]
 
     def joint_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(positions (2,), velocities (2,), measured forces (2,)) of left and right finger."""
@@ -231,6 +259,10 @@ class Gripper:
         pos = np.array([s[0] for s in states])
         vel = np.array([s[1] for s in states])
         return pos, vel, self._measured.copy()
+
+    def measured_shear(self) -> np.ndarray:
+        """Measured shear force (2,) on the left and right pad (N), same sensor model."""
+        return self._measured_shear.copy()
 
     def opening(self) -> float:
         """Current distance between the pads (m)."""

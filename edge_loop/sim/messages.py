@@ -64,12 +64,22 @@ def frame_messages(frame: SimFrame, t_ns: int) -> tuple[Image, Image, CameraInfo
 
 
 def joint_state(positions: np.ndarray, velocities: np.ndarray, forces: np.ndarray,
-                t_ns: int) -> JointState:
-    """Gripper joint state: per-finger distance from the centreline, velocity, normal force."""
-    return JointState(header=header(t_ns, ''), name=list(FINGER_NAMES),
-                      position=[float(x) for x in positions],
-                      velocity=[float(x) for x in velocities],
-                      effort=[float(x) for x in forces])
+                t_ns: int, shears: np.ndarray | None = None) -> JointState:
+    """Gripper joint state: per-finger distance from the centreline, velocity, normal force.
+
+    With ``shears``, two more entries ``left_finger_shear``/``right_finger_shear`` carry the
+    pads' shear force as effort (position and velocity 0): one message, one stamp, so the
+    estimator never pairs a normal force with the shear of another sample.
+    """
+    names, pos = list(FINGER_NAMES), [float(x) for x in positions]
+    vel, effort = [float(x) for x in velocities], [float(x) for x in forces]
+    if shears is not None:
+        names += [f'{name}_shear' for name in FINGER_NAMES]
+        pos += [0.0, 0.0]
+        vel += [0.0, 0.0]
+        effort += [float(x) for x in shears]
+    return JointState(header=header(t_ns, ''), name=names, position=pos, velocity=vel,
+                      effort=effort)
 
 
 def pose(xyz: np.ndarray, yaw: float) -> Pose:

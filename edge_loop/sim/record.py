@@ -104,7 +104,8 @@ class _BagRecorder:
         pos, vel, force = g.joint_state()
         xyz, yaw = g.tcp_pose()
         self.writer.write(topics.CLOCK, t, m.clock(t))
-        self.writer.write(topics.JOINT_STATES, t, m.joint_state(pos, vel, force, t))
+        self.writer.write(topics.JOINT_STATES, t,
+                          m.joint_state(pos, vel, force, t, g.measured_shear()))
         self.writer.write(topics.TCP_POSE, t, m.tcp_pose(xyz, yaw, t))
 
     def after_step(self, world=None, phase: int = 0) -> None:

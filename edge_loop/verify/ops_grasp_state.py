@@ -17,12 +17,17 @@ import numpy as np
 from edge_loop.kernels import grasp_state as gs
 from edge_loop.verify.spec import Case, OpSpec
 
-EPISODE_KINDS = ('grasp_release', 'empty', 'slip_lost', 'shake_hold', 'heavy_slip_recover')
+EPISODE_KINDS = ('grasp_release', 'empty', 'slip_lost', 'shake_hold', 'heavy_slip_recover',
+                 'shear_only_slip')
+FRICTION = 1.08        # pad-object friction coefficient of the simulator's pads
 
 
 @dataclass
 class Trace:
-    """One gripper episode sampled at ``rate_hz``; ``truth`` is the true state per sample."""
+    """One gripper episode sampled at ``rate_hz``; ``truth`` is the true state per sample.
+
+    ``shears``: the tangential force on each pad, where the episode has a shear channel.
+    """
 
     kind: str
     t: np.ndarray
@@ -32,6 +37,7 @@ class Trace:
     commanded_opening: np.ndarray
     truth: list[str]
     events: dict[str, float]
+    shears: np.ndarray | None = None
 
 
 def synthetic_episode(seed: int, kind: str, rate_hz: float = 250.0, noise_n: float = 0.15,
@@ -42,8 +48,12 @@ def synthetic_episode(seed: int, kind: str, rate_hz: float = 250.0, noise_n: flo
     time constant to the grip force. ``grasp_release``: the gripper opens again.
     ``slip_lost``: the force collapses (6 ms) while the fingers close on. ``shake_hold``: the
     force oscillates +-15 % (no slip). ``heavy_slip_recover``: the force halves for 150 ms
-    while the fingers creep inwards, then recovers. Forces get Gaussian noise, a per-finger
-    bias and a sensor delay; the truth and ``events`` are the physical (undelayed) times.
+    while the fingers creep inwards, then recovers. ``shear_only_slip``: the object slides for
+    150 ms at the full grip force over a prismatic face (pad forces and opening unchanged), then
+    sticks again: only the shear shows it. The shear on each pad is a fixed share (0.15-0.6) of
+    the pad force while the object sticks and ``FRICTION`` times it while it slides. Forces and
+    shears get Gaussian noise, a per-pad bias and a sensor delay; the truth and ``events`` are
+    the physical (undelayed) times.
     """
     if kind not in EPISODE_KINDS:
         raise ValueError(f'unknown episode kind {kind!r}')
@@ -57,10 +67,13 @@ def synthetic_episode(seed: int, kind: str, rate_hz: float = 250.0, noise_n: flo
     t_close = 100.0 + float(rng.uniform(0.1, 0.3))
     t_loss = 100.0 + float(rng.uniform(1.2, 1.5)) if kind == 'slip_lost' else np.inf
     t_release = 101.6 if kind == 'grasp_release' else np.inf
-    t_slip = (t_close + 1.0, t_close + 1.15) if kind == 'heavy_slip_recover' else (np.inf,) * 2
+    slides = kind in ('heavy_slip_recover', 'shear_only_slip')
+    t_slip = (t_close + 1.0, t_close + 1.15) if slides else (np.inf,) * 2
+    drops = kind == 'heavy_slip_recover'          # force halves and the fingers creep in
     cmd = np.where((t >= t_close) & (t < t_release), 0.0, start_open)
     opening = np.empty(n)
     force = np.zeros(n)
+    sliding = np.zeros(n, dtype=bool)
     truth: list[str] = []
     events: dict[str, float] = {}
     o, f = start_open, 0.0
@@ -69,7 +82,7 @@ def synthetic_episode(seed: int, kind: str, rate_hz: float = 250.0, noise_n: flo
         tk = t[k]
         held = width > 0 and tk < t_loss and tk < t_release
         slipping = t_slip[0] <= tk < t_slip[1]
-        if slipping:
+        if slipping and drops:
             creep += 0.015 * dt               # the object turns/slides: fingers creep in
         floor = width - creep if held else 0.0
         if cmd[k] < o:
@@ -79,7 +92,7 @@ def synthetic_episode(seed: int, kind: str, rate_hz: float = 250.0, noise_n: flo
         touching = held and o <= floor + 1e-9
         if touching:
             events.setdefault('contact', tk)
-            target = grip * (0.5 if slipping else 1.0)
+            target = grip * (0.5 if slipping and drops else 1.0)
             f += (target - f) * (1 - np.exp(-dt / 0.01))
         else:
             f *= np.exp(-dt / 0.006)
@@ -88,6 +101,7 @@ def synthetic_episode(seed: int, kind: str, rate_hz: float = 250.0, noise_n: flo
             mod = 1.0 + 0.15 * np.sin(2 * np.pi * 4.0 * (tk - t_close))
         opening[k] = o
         force[k] = f * mod
+        sliding[k] = slipping and touching
         if tk >= t_loss:
             state = gs.LOST
             events.setdefault('loss', tk)
@@ -114,7 +128,13 @@ def synthetic_episode(seed: int, kind: str, rate_hz: float = 250.0, noise_n: flo
     lag = int(round(delay_s * rate_hz))
     delayed = np.concatenate([np.zeros(lag), force[:n - lag]]) if lag else force
     forces = np.clip(delayed[:, None] + bias[None, :] + rng.normal(0, noise_n, (n, 2)), 0, None)
-    return Trace(kind, t, positions, velocities, forces, cmd.astype(np.float64), truth, events)
+    share = float(rng.uniform(0.15, 0.6))
+    shear = force * np.where(sliding, FRICTION, share)
+    delayed = np.concatenate([np.zeros(lag), shear[:n - lag]]) if lag else shear
+    shears = np.clip(delayed[:, None] + rng.uniform(-bias_n, bias_n, 2)[None, :]
+                     + rng.normal(0, noise_n, (n, 2)), 0, None)
+    return Trace(kind, t, positions, velocities, forces, cmd.astype(np.float64), truth, events,
+                 shears)
 
 
 def episode_scores(trace: Trace, states: list[str], grace_s: float = 0.02) -> dict[str, float]:
@@ -153,9 +173,13 @@ def cases() -> Iterator[Case]:
                                                    tr.commanded_opening))
         yield Case(f'{kind} 250 Hz without command', (tr.t, tr.positions, tr.velocities,
                                                       tr.forces, None))
+        yield Case(f'{kind} 250 Hz with command and shear',
+                   (tr.t, tr.positions, tr.velocities, tr.forces, tr.commanded_opening),
+                   {'shears': tr.shears})
     tr = synthetic_episode(20, 'slip_lost', rate_hz=1000.0, noise_n=0.6, bias_n=0.5)
-    yield Case('slip_lost 1 kHz, heavy noise', (tr.t, tr.positions, tr.velocities, tr.forces,
-                                                tr.commanded_opening))
+    yield Case('slip_lost 1 kHz, heavy noise, shear', (tr.t, tr.positions, tr.velocities,
+                                                       tr.forces, tr.commanded_opening),
+               {'shears': tr.shears})
     tr = synthetic_episode(21, 'shake_hold', rate_hz=200.0, noise_n=0.0, bias_n=0.0,
                            delay_s=0.0)
     cmd = tr.commanded_opening.copy()
@@ -168,15 +192,19 @@ def cases() -> Iterator[Case]:
     yield Case('random irregular samples with repeated stamps',
                (t, rng.uniform(0, 0.04, (300, 2)), rng.normal(0, 0.05, (300, 2)),
                 rng.uniform(0, 3, (300, 2)), None))
+    yield Case('random irregular samples, random shear',
+               (t, rng.uniform(0, 0.04, (300, 2)), rng.normal(0, 0.05, (300, 2)),
+                rng.uniform(0, 3, (300, 2)), None), {'shears': rng.uniform(0, 4, (300, 2))})
     yield Case('empty trace', (np.zeros(0), np.zeros((0, 2)), np.zeros((0, 2)),
                                np.zeros((0, 2)), None))
 
 
 def perf_case() -> Case:
-    """A 2 s episode at 250 Hz."""
+    """A 2 s episode at 250 Hz with the shear channel."""
     tr = synthetic_episode(0, 'slip_lost')
-    return Case('slip_lost 2 s at 250 Hz', (tr.t, tr.positions, tr.velocities, tr.forces,
-                                            tr.commanded_opening))
+    return Case('slip_lost 2 s at 250 Hz, shear', (tr.t, tr.positions, tr.velocities,
+                                                   tr.forces, tr.commanded_opening),
+                {'shears': tr.shears})
 
 
 def compare(ref: np.ndarray, dep: np.ndarray, tol: dict) -> tuple[float, bool, str]:

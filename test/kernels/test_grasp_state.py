@@ -26,21 +26,65 @@ def test_compare_catches_one_wrong_sample():
     assert not ops.compare(ref, np.array([0, 1, 2, 3], np.int8), TOL)[1]
 
 
-def _run(trace, with_command=True):
+def _run(trace, with_command=True, with_shear=False):
     cmd = trace.commanded_opening if with_command else None
     return gs.state_names(gs.classify_trace(trace.t, trace.positions, trace.velocities,
-                                            trace.forces, cmd))
+                                            trace.forces, cmd,
+                                            shears=trace.shears if with_shear else None))
 
 
+@pytest.mark.parametrize('with_shear', [False, True], ids=['joint_states', 'with_shear'])
 @pytest.mark.parametrize('kind', ops.EPISODE_KINDS)
 @pytest.mark.parametrize('seed', [100, 101, 102])
-def test_synthetic_episodes_meet_the_targets(kind, seed):
+def test_synthetic_episodes_meet_the_targets(kind, seed, with_shear):
+    if kind == 'shear_only_slip' and not with_shear:
+        pytest.skip('a slide at constant grip force needs the shear channel (next test)')
     trace = ops.synthetic_episode(seed, kind)
-    scores = ops.episode_scores(trace, _run(trace))
+    scores = ops.episode_scores(trace, _run(trace, with_shear=with_shear))
     assert scores['accuracy'] >= 0.99, scores
     assert scores['max_latency_s'] <= 0.025, scores
     if kind == 'empty':
         assert scores['false_holding'] == 0.0
+
+
+@pytest.mark.parametrize('seed', [5, 6])
+def test_a_slide_at_constant_grip_force_shows_only_in_the_shear(seed):
+    trace = ops.synthetic_episode(seed, 'shear_only_slip')
+    sliding = np.array([s == gs.SLIPPING for s in trace.truth])
+    assert sliding.any()
+    # pad forces and opening do not change during the slide: without shear it reads holding
+    blind = np.array(_run(trace))
+    assert gs.SLIPPING not in set(blind[sliding])
+    seen = np.array(_run(trace, with_shear=True))
+    first = int(np.flatnonzero(sliding)[0])
+    hit = first + int(np.flatnonzero(seen[first:] == gs.SLIPPING)[0])
+    assert trace.t[hit] - trace.t[first] <= 0.02
+    # and the object sticks again afterwards: back to holding
+    assert seen[-1] == gs.HOLDING or trace.truth[-1] != gs.HOLDING
+
+
+def test_contact_after_a_loss_is_slipping_not_holding():
+    # held at 20 N, the object falls out (forces vanish, fingers close on), then is caught
+    # again between the pads (both pressed, fingers apart): slipping through, then held; the
+    # old latch reported lost until the gripper opened
+    dt = 1 / 250
+    t = np.arange(250) * dt
+    opening = np.full(250, 0.03)
+    force = np.full(250, 20.0)
+    force[:10] = 0.0
+    opening[:10] = 0.03 + 0.0032 * (10 - np.arange(10))        # closing onto the object
+    lost = slice(150, 160)
+    force[lost] = 0.0
+    opening[lost] = 0.03 - 0.0003 * np.arange(1, 11)            # closing on after the loss
+    opening[160:] = opening[159]
+    vel = np.gradient(opening, dt) / 2
+    states = gs.state_names(gs.classify_trace(
+        t, np.column_stack([opening, opening]) / 2, np.column_stack([vel, vel]),
+        np.column_stack([force, force]), np.zeros(250)))
+    assert states[140] == gs.HOLDING
+    assert gs.LOST in states[150:162]
+    assert gs.SLIPPING in states[160:170]
+    assert states[170:] == [gs.HOLDING] * 80
 
 
 def test_noise_around_a_threshold_does_not_chatter():
@@ -74,6 +118,13 @@ def test_streaming_rejects_bad_samples_and_resets():
         est.update(2.0, [np.nan, 0.04], [0.0, 0.0], [0.0, 0.0])
     with pytest.raises(ValueError):
         est.update(0.5, [0.04, 0.04], [0.0, 0.0], [0.0, 0.0])
+    with pytest.raises(ValueError):
+        est.update(3.0, [0.04, 0.04], [0.0, 0.0], [0.0, 0.0], shears=[np.nan, 1.0])
+    with pytest.raises(ValueError):
+        est.update(3.0, [0.04, 0.04], [0.0, 0.0], [0.0, 0.0], shears=[1.0])
+    with pytest.raises(ValueError):
+        gs.classify_trace([0.0], [[0.02, 0.02]], [[0.0, 0.0]], [[1.0, 1.0]],
+                          shears=[[1.0, 1.0], [1.0, 1.0]])
     est.reset()
     assert est.update(0.5, [0.04, 0.04], [0.0, 0.0], [0.0, 0.0]) == gs.OPEN
 
@@ -111,3 +162,21 @@ def test_simulated_grasp_trial_is_classified():
     vel = np.gradient(tr['positions'], t, axis=0)
     states = gs.state_names(gs.classify_trace(t, tr['positions'], vel, tr['forces']))
     assert result.success == (states[-1] == gs.HOLDING), (result.reason, states[-1])
+
+
+def test_node_reads_the_optional_shear_entries_of_joint_states():
+    pytest.importorskip('rclpy')
+    from sensor_msgs.msg import JointState
+
+    from edge_loop.nodes.grasp_state import finger_sample
+
+    names = ['right_finger', 'left_finger']
+    msg = JointState(name=names, position=[0.01, 0.02], velocity=[0.0, 0.0], effort=[3.0, 4.0])
+    assert finger_sample(msg) == ([0.02, 0.01], [0.0, 0.0], [4.0, 3.0], None)
+    msg = JointState(name=[*names, 'right_finger_shear', 'left_finger_shear'],
+                     position=[0.01, 0.02, 0.0, 0.0], velocity=[0.0] * 4,
+                     effort=[3.0, 4.0, 1.5, 2.5])
+    assert finger_sample(msg)[3] == [2.5, 1.5]
+    msg.effort = [3.0, 4.0, float('nan'), 2.5]
+    with pytest.raises(ValueError):
+        finger_sample(msg)

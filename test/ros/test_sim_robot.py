@@ -67,9 +67,11 @@ def test_sim_robot_publishes_and_answers_an_arm_command(large_data, harness, nod
     assert set(np.unique(m)) <= {0, 1, 2} and (m > 0).any()
     assert occupancy[0].info.width == 120 and occupancy[0].info.height == 90
     assert 0 < len(objects[0].poses) <= 2
-    # joint states: contract names; 240 Hz of simulated time
+    # joint states: contract names (the pads' shear channel after the fingers); 240 Hz
     j = joints[-1]
-    assert list(j.name) == ['left_finger', 'right_finger'] and len(j.effort) == 2
+    assert list(j.name) == ['left_finger', 'right_finger', 'left_finger_shear',
+                            'right_finger_shear']
+    assert len(j.position) == len(j.velocity) == len(j.effort) == 4
     ts = [_stamp_ns(m.header.stamp) for m in list(tcp)[-20:]]
     assert np.allclose(np.diff(ts), 1e9 / 240, atol=2)
     # an arm command moves the TCP (sim time stamps come from /clock)
@@ -192,8 +194,11 @@ def test_closed_loop_cube_grasp_is_judged_held(large_data, harness, node_procs):
     drive_to([obj.position.x, obj.position.y, 0.15])
     drive_to([obj.position.x, obj.position.y, z_close])
     gripper(0.0)
-    harness.wait_until(lambda: max(joints[-1].effort) > 20.0, 30.0, 'grip force')
+    harness.wait_until(lambda: max(joints[-1].effort[:2]) > 20.0, 30.0, 'grip force')
     drive_to([obj.position.x, obj.position.y, z_close + 0.12], tol=0.01)
     harness.wait_until(lambda: outcome, 30.0, 'grasp outcome')
     status = outcome[-1].status[0]
     assert (status.name, status.message) == ('grasp_outcome', 'held'), status
+    # Lifted: the pads carry the cube's weight as shear, well inside the friction limit.
+    normal, shear = np.array(joints[-1].effort[:2]), np.array(joints[-1].effort[2:])
+    assert 0.05 < shear.sum() < 0.5 * normal.sum(), (normal, shear)
