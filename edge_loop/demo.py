@@ -207,7 +207,7 @@ class LoopObserver:
             for key, value in values.items():
                 if key.startswith('copies_per_frame'):
                     try:
-                        self.obs.copies[status.name] = float(value)
+                        self.obs.copies[status.name.split(':')[0]] = float(value)
                     except ValueError:
                         pass
 
@@ -382,14 +382,16 @@ def run(args: argparse.Namespace) -> int:
         print(f'edge-loop demo: bag {args.bag} does not exist', file=sys.stderr)
         return 2
     params_file = args.params_file or bringup.default_params_file()
+    # The copy audit is on for the frame-reading stages: the table reports copies per frame.
+    extra: dict[str, dict[str, Any]] = {stage: {'copy_audit': True} for stage in (
+        'object_locator', 'grasp_planner', 'occupancy_mapper')}
     if args.bag is not None:
-        nodes = bringup.graph('bag', bag=str(args.bag), transport=args.transport,
-                              extra={'bag_player': {'restamp': True,
-                                                    'wait_topics': [topics.CAMERA_INFO]}})
+        extra['bag_player'] = {'restamp': True, 'wait_topics': [topics.CAMERA_INFO]}
+        nodes = bringup.graph('bag', bag=str(args.bag), transport=args.transport, extra=extra)
     else:
-        nodes = bringup.graph('sim', transport=args.transport, extra={'sim_robot': {
-            'lockstep': True, 'split': 'heldout', 'seed': args.seed - 1,
-            'n_objects': args.objects}})
+        extra['sim_robot'] = {'lockstep': True, 'split': 'heldout', 'seed': args.seed - 1,
+                              'n_objects': args.objects}
+        nodes = bringup.graph('sim', transport=args.transport, extra=extra)
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix='edge_loop_demo_'))
     graph = Graph(nodes, Path(params_file), log_dir)
 

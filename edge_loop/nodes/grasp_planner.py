@@ -131,6 +131,7 @@ class GraspPlannerNode(StageNode):
         t0 = time.perf_counter()
         try:
             color, depth, intr = frame_inputs(frame)
+            health.audit(frame, color, depth)
             objects = locate_objects(color, depth, intr, self._ext, self._lp)
             grasps = plan_grasp(depth, intr, self._ext, params=self._gp,
                                 locator_params=self._lp, objects=objects)

@@ -210,6 +210,7 @@ class ObjectLocatorNode(StageNode):
         t0 = time.perf_counter()
         try:
             color, depth, intr = frame_inputs(frame)
+            health.audit(frame, color, depth)
             if self._model is not None:
                 objects = locate_objects_fused(color, depth, intr, self._ext, self._lp,
                                                model=self._model)

@@ -172,6 +172,7 @@ class OccupancyMapperNode(StageNode):
         t0 = time.perf_counter()
         try:
             depth, intr = depth_inputs(frame)
+            health.audit(frame, depth)
             grid = mapper.update(depth, intr, self._ext)
         except (BadFrame, ValueError) as exc:
             health.bad_frame(str(exc), frame.stamp)

@@ -7,7 +7,9 @@ Inputs: ``/edge_loop/grasp`` (PolygonStamped: the jaw rectangle; one per camera 
 the loop's clock; an empty polygon = nothing found), ``/edge_loop/object`` and
 ``/edge_loop/objects`` (kept for the markers), ``/edge_loop/occupancy`` (OccupancyGrid),
 ``/edge_loop/grasp_state`` (DiagnosticArray, status ``grasp_state``), ``/arm/tcp_pose``
-(PoseStamped, world). On every grasp message it runs
+(PoseStamped, world); the last two at the gripper's rate, so their newest message is sampled
+when a grasp message arrives (:mod:`edge_loop.nodes.sampled_inputs`). On every grasp message
+it runs
 :meth:`edge_loop.kernels.policy.PickPolicy.step` with ``now`` = that message's stamp and
 publishes, stamped with it: ``/edge_loop/cmd/arm`` (TwistStamped, frame ``world_frame``: TCP
 linear velocity m/s, angular.z yaw rate rad/s; all zero = hold still), ``/edge_loop/cmd/gripper``
@@ -38,7 +40,8 @@ from edge_loop.kernels.camera import Extrinsics, camera_to_world
 from edge_loop.kernels.grasp_types import grasp_from_rectangle
 from edge_loop.kernels.occupancy import GridSpec
 from edge_loop.kernels.policy import PickPolicy, PolicyInputs, PolicyOutput, PolicyParams
-from edge_loop.nodes.grasp_state import STATE_QOS, stamp_seconds
+from edge_loop.nodes.grasp_state import stamp_seconds
+from edge_loop.nodes.sampled_inputs import SampledInputs
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 
 WARN_PERIOD_S = 1.0
@@ -111,6 +114,7 @@ class PickControllerNode(StageNode):
         self._last_warn: dict[str, float] = {}
         self._bad = 0
         self._last_out: PolicyOutput | None = None
+        self._sampled: SampledInputs | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
     def configure_stage(self) -> None:
@@ -141,10 +145,12 @@ class PickControllerNode(StageNode):
             self.create_subscription(PoseStamped, topics.OBJECT, self._on_object, 10),
             self.create_subscription(PoseArray, topics.OBJECTS, lambda m: None, 10),
             self.create_subscription(OccupancyGrid, topics.OCCUPANCY, self._on_occupancy, 10),
-            self.create_subscription(DiagnosticArray, topics.GRASP_STATE, self._on_grasp_state,
-                                     STATE_QOS),
-            self.create_subscription(PoseStamped, topics.TCP_POSE, self._on_tcp, STATE_QOS),
         ]
+        # TCP pose and grasp state come at the gripper's 200+ Hz but are only read when a grasp
+        # message steps the policy: sample their newest value then (no callback per message).
+        self._sampled = SampledInputs(self)
+        self._sampled.add(DiagnosticArray, topics.GRASP_STATE)
+        self._sampled.add(PoseStamped, topics.TCP_POSE)
 
     def activate_stage(self) -> None:
         """Start commanding (from observe)."""
@@ -169,6 +175,9 @@ class PickControllerNode(StageNode):
         for pub in self._pubs.values():
             self.destroy_publisher(pub)
         self._pubs = {}
+        if self._sampled is not None:
+            self._sampled.destroy()
+            self._sampled = None
         self._policy = None
 
     # --- inputs --------------------------------------------------------------------------
@@ -236,6 +245,18 @@ class PickControllerNode(StageNode):
             self._inputs.occupancy_spec = spec
             self._inputs.occupancy_stamp = stamp_seconds(msg.header.stamp)
 
+    def _sample_sensors(self) -> None:
+        """Take the newest TCP pose and grasp state (if any arrived since the last step)."""
+        sampled = self._sampled
+        if sampled is None:
+            return
+        state = sampled.newest(topics.GRASP_STATE)
+        if state is not None:
+            self._on_grasp_state(state)
+        tcp = sampled.newest(topics.TCP_POSE)
+        if tcp is not None:
+            self._on_tcp(tcp)
+
     def _grasp_from(self, msg: PolygonStamped):
         """PlanarGrasp in world from the jaw rectangle, None for 'nothing found'."""
         pts = msg.polygon.points
@@ -263,6 +284,7 @@ class PickControllerNode(StageNode):
         except ValueError as exc:
             self._warn('grasp', str(exc), msg.header.stamp)
             grasp = None
+        self._sample_sensors()
         with self._lock:
             self._inputs.grasp = grasp
             self._inputs.grasp_stamp = now if grasp is not None else None

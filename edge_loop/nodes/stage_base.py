@@ -154,6 +154,8 @@ COMMON_PARAMS = (
     Param('frame_channel', 'edge_loop/rgbd', 'iceoryx2 service name of the RGB-D frames'),
     Param('debug_delay_ms', 0.0, 'Test only: extra processing delay per frame (fault injection)',
           min=0.0, max=10000.0),
+    Param('copy_audit', False, 'Debug: check per frame that the arrays handed to the kernel '
+          'are views on the received frame (shared memory), and report copies per frame'),
 )
 
 

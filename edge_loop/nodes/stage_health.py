@@ -35,6 +35,8 @@ class StageHealth:
         self._last_warn: dict[str, float] = {}
         self._last_dropped = 0
         self._last_received = 0
+        self.audited = 0     # frames whose kernel inputs were audited (copy_audit)
+        self.copies = 0      # kernel input arrays that were not views on the frame
         self._lock = threading.Lock()
 
     def _publish(self, level: bytes, message: str, stamp: Any, values: dict[str, Any]) -> None:
@@ -59,6 +61,17 @@ class StageHealth:
         self._publish(DiagnosticStatus.WARN, f'frame dropped: {reason}', stamp,
                       {'bad_frames': self.bad, 'frames': self.frames})
 
+    def audit(self, frame: Any, *arrays: Any) -> None:
+        """Copy audit (``copy_audit``): count the kernel inputs that are not views on ``frame``."""
+        if not self.node.params.get('copy_audit', False):
+            return
+        copies = frame.audit(*arrays)
+        with self._lock:
+            self.audited += 1
+            self.copies += copies
+        if copies:
+            self.bad_frame(f'copy audit: {copies} kernel input(s) copied from the frame', None)
+
     def processed(self, elapsed_ms: float) -> None:
         """Count one processed frame."""
         with self._lock:
@@ -78,6 +91,9 @@ class StageHealth:
         values = {'frames': self.frames, 'bad_frames': self.bad, 'dropped': dropped,
                   'p50_ms': f'{np.median(times):.2f}' if times else 'nan',
                   'p99_ms': f'{np.percentile(times, 99):.2f}' if times else 'nan'}
+        if self.audited:
+            values['audited_frames'] = self.audited
+            values['copies_per_frame'] = f'{self.copies / self.audited:g}'
         if new_drops > 0 or (waiting and not new_frames):
             self.bad_frame(f'{max(new_drops, waiting)} incomplete frame(s): colour, depth and '
                            'camera_info not paired by stamp (missing camera_info?)', None)

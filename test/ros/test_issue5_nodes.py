@@ -81,9 +81,21 @@ class Camera:
         return stamp_ns
 
 
+def _summary_value(diags, stage: str, key: str) -> str | None:
+    """``key`` of the stage's newest OK summary on /diagnostics (None before one came)."""
+    for d in reversed(list(diags)):
+        for s in d.status:
+            if s.name == f'{stage}: input' and s.level == DiagnosticStatus.OK:
+                values = {kv.key: kv.value for kv in s.values}
+                if key in values:
+                    return values[key]
+    return None
+
+
 def test_occupancy_mapper_answers_every_frame_with_its_stamp(harness, node_procs):
     # Plain Fast DDS transports: a few VGA frames arrive in time without LARGE_DATA.
-    node_procs('occupancy_mapper', params={'transport': 'ros', 'require_verified': False})
+    node_procs('occupancy_mapper', params={'transport': 'ros', 'require_verified': False,
+                                           'copy_audit': True, 'diagnostics_period_s': 0.2})
     grids = harness.collect(OccupancyGrid, topics.OCCUPANCY)
     diags = harness.collect(DiagnosticArray, topics.DIAGNOSTICS)
     cam = Camera(harness)
@@ -112,6 +124,10 @@ def test_occupancy_mapper_answers_every_frame_with_its_stamp(harness, node_procs
     for b in BOXES:
         assert data[spec.cell_of(b.x, b.y)] == 100
     assert data[spec.cell_of(0.0, -0.15)] == 0        # bare table between them
+    # Copy audit: the kernel read the received message's bytes in place.
+    harness.wait_until(lambda: _summary_value(diags, 'occupancy_mapper', 'audited_frames'),
+                       10.0, 'an audited summary')
+    assert _summary_value(diags, 'occupancy_mapper', 'copies_per_frame') == '0'
     # bad frames: all-zero depth, then a 32FC1 image sent as 16UC1 -> no grid, a WARN
     n = len(grids)
     bad = [cam.send(frame, depth=np.zeros((480, 640), np.uint16)),
