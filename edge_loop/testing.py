@@ -81,6 +81,7 @@ class RosHarness:
         self.matched: dict[str, int] = {}
         self._tracked: set[str] = set()
         self.error: BaseException | None = None   # what stopped the executor thread, if any
+        self._probes: list[ReceiveProbe] = []
         self.executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
@@ -94,6 +95,8 @@ class RosHarness:
 
     def close(self) -> None:
         """Stop spinning and shut the context down."""
+        for probe in self._probes:
+            probe.close()
         self.executor.shutdown(timeout_sec=2.0)
         self.node.destroy_node()
         self.context.try_shutdown()
@@ -111,6 +114,12 @@ class RosHarness:
         return self.node.create_subscription(
             msg_type, topic, callback, qos,
             event_callbacks=SubscriptionEventCallbacks(matched=on_matched))
+
+    def receive_probe(self, msg_type: Any, topic: str, qos: Any = 100) -> ReceiveProbe:
+        """A :class:`ReceiveProbe` of ``topic`` on this harness's context (closed with it)."""
+        probe = ReceiveProbe(self.context, msg_type, topic, qos)
+        self._probes.append(probe)
+        return probe
 
     def collect(self, msg_type: Any, topic: str, qos: Any = 10) -> list[Any]:
         """Subscribe and return the (growing) list of received messages."""
@@ -151,6 +160,54 @@ class RosHarness:
         from edge_loop.lifecycle_client import LifecycleClient
 
         return LifecycleClient(self.node, target)
+
+
+class ReceiveProbe:
+    """Messages of one topic with the middleware's receive time, taken by a polling thread.
+
+    Latency measured in a test callback includes the test process's own executor delay (one
+    Python thread serving every subscription of the harness); the receive timestamp that DDS
+    records when the sample arrives does not. The reader lives on a node that no executor
+    spins, and a thread drains it every ``period_s``.
+    """
+
+    def __init__(self, context: Any, msg_type: Any, topic: str, qos: Any = 100,
+                 period_s: float = 0.01) -> None:
+        import rclpy
+
+        self._node = rclpy.create_node(f'receive_probe_{next(_probe_ids)}', context=context,
+                                       start_parameter_services=False)
+        self._type = msg_type
+        self._sub = self._node.create_subscription(msg_type, topic, lambda _msg: None, qos)
+        self.samples: list[tuple[Any, int]] = []   # (message, receive time ns, system clock)
+        self._period_s = period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                taken = self._sub.handle.take_message(self._type, False)
+            except Exception:  # noqa: BLE001 - the context is shutting down
+                return
+            if taken is None:
+                self._stop.wait(self._period_s)
+                continue
+            msg, info = taken
+            received = info.get('received_timestamp') if isinstance(info, dict) else None
+            self.samples.append((msg, int(received or time.time_ns())))
+
+    def close(self) -> None:
+        """Stop the thread and destroy the node (idempotent)."""
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        if self._node is not None:
+            self._node.destroy_node()
+            self._node = None
+
+
+_probe_ids = itertools.count()
 
 
 @contextlib.contextmanager

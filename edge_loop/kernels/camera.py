@@ -133,3 +133,19 @@ def project(points_cam: np.ndarray, intr: Intrinsics) -> np.ndarray:
     p = np.asarray(points_cam, dtype=np.float64)
     return np.stack([intr.fx * p[..., 0] / p[..., 2] + intr.cx,
                      intr.fy * p[..., 1] / p[..., 2] + intr.cy], axis=-1)
+
+
+def warm_up_frame(intr: Intrinsics = D435_VGA, distance_m: float = 0.75
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(rgb8 colour, 16UC1 depth in mm) of a flat grey surface with one box on it.
+
+    What a stage runs its kernel on once at configure, so that one-time costs (the first ONNX
+    Runtime run, first allocations) are not paid on the first real frame, against its deadline.
+    """
+    h, w = intr.height, intr.width
+    color = np.full((h, w, 3), 128, np.uint8)
+    depth = np.full((h, w), round(distance_m * 1000), np.uint16)
+    box = (slice(h // 2 - h // 16, h // 2 + h // 16), slice(w // 2 - w // 16, w // 2 + w // 16))
+    color[box] = (200, 60, 40)
+    depth[box] -= 40
+    return color, depth

@@ -323,15 +323,15 @@ class LifecycleManager(Node):
                 self._failure(name, 'left the ROS graph')
                 return
             if watch.state not in ('active', 'unknown'):
-                if name == self.controller and watch.state == 'inactive':
-                    if not self.controller_note:
-                        self.controller_note = 'controller inactive (safe state)'
-                        self.get_logger().warn(
-                            f'{name!r} is inactive (deactivated by the deadline monitor?)')
-                    continue
-                self._failure(name, f'no longer active (now {watch.state})')
-                return
-            if watch.state == 'active' and name == self.controller:
+                if name != self.controller or watch.state != 'inactive':
+                    self._failure(name, f'no longer active (now {watch.state})')
+                    return
+                # The controller in its safe state: still watched (its heartbeat goes on).
+                if not self.controller_note:
+                    self.controller_note = 'controller inactive (safe state)'
+                    self.get_logger().warn(
+                        f'{name!r} is inactive (deactivated by the deadline monitor?)')
+            elif watch.state == 'active' and name == self.controller:
                 self.controller_note = ''
             # drop requests that will never be answered, send a new one
             watch.pending = [f for f in watch.pending if not f.done()]

@@ -146,6 +146,22 @@ def test_killed_node_detected_and_controller_deactivated(harness, graph):
                        'ERROR naming cam_stage on /diagnostics')
 
 
+def test_controller_in_its_safe_state_stays_watched_not_failed(harness, graph):
+    # The deadline monitor deactivates the controller (here: a lifecycle client does): the
+    # manager reports the safe state but keeps its heartbeat going, so it must not declare
+    # the controller hung once heartbeat_timeout_s has passed.
+    graph.start_dummies()
+    manager = graph.start_manager(heartbeat_timeout_s=0.5)
+    answer = graph.call('startup')
+    assert answer.success, answer.message
+    harness.wait_until(lambda: graph.active[-1:] == [True], 10.0, '~/active true')
+    harness.lifecycle('pick_controller').transition('deactivate', timeout=10.0)
+    assert manager.wait_for_output("'pick_controller' is inactive", 10.0)
+    time.sleep(2.0)                            # four heartbeat timeouts
+    assert 'failure' not in manager.output(), manager.output()[-2000:]
+    assert harness.lifecycle('pick_controller').get_state() == 'inactive'
+
+
 def test_missing_node_names_is_a_clear_error(node_procs):
     manager = node_procs('lifecycle_manager', params={'autostart': True})
     assert manager.proc.wait(30.0) == 2

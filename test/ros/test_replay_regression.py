@@ -109,7 +109,8 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
     graph = Graph(nodes, bringup.default_params_file(), tmp_path / 'logs', env=ros_domain[1])
     out = Outputs()
     with ros_harness(ros_domain[0]) as h:
-        clock = h.node.get_clock()
+        # Latency from the middleware's receive time (not this process's busy executor).
+        command_probe = h.receive_probe(TwistStamped, topics.ARM_CMD, QoSProfile(depth=200))
 
         def record(kind):
             def cb(msg):
@@ -133,7 +134,6 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
                 elif kind == 'command':
                     lin = msg.twist.linear
                     out.commands.append((stamp, np.array([lin.x, lin.y, lin.z])))
-                    out.latencies_ms.append((clock.now().nanoseconds - stamp) / 1e6)
                 elif kind == 'state' and msg.status:
                     out.states.append(msg.status[0].message)
                 elif kind == 'safe_stop':
@@ -175,6 +175,12 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
             else:
                 h.wait_until(lambda: bool(done) or bool(graph.dead()), 300.0, 'end of the bag')
             out.topic_types = dict(h.node.get_topic_names_and_types())
+            seen: set[int] = set()
+            for msg, received_ns in list(command_probe.samples):
+                stamp = _ns(msg.header.stamp)
+                if stamp not in seen:   # a frame's first command (controller or safe stop)
+                    seen.add(stamp)
+                    out.latencies_ms.append((received_ns - stamp) / 1e6)
             assert not graph.dead(), f'node process(es) died: {graph.dead()}'
             time.sleep(1.0)  # outputs of the last frame are still in flight
         finally:
