@@ -154,8 +154,11 @@ class DeadlineMonitor(StageNode):
         Param('transition_timeout_s', 2.0, 'Timeout of a controller lifecycle transition',
               min=0.1, max=60.0),
         Param('startup_grace_s', 5.0,
-              'After activation, misses count only from the first on-time command or after '
-              'this long (pipeline warm-up)', min=0.0, max=600.0),
+              'After activation, misses count only once arm_after_on_time consecutive commands '
+              'were on time, or after this long (pipeline warm-up)', min=0.0, max=600.0),
+        Param('arm_after_on_time', 5,
+              'Consecutive on-time commands that end the startup grace early (one on-time '
+              'command amid a start-up backlog is not a warm pipeline)', min=1, max=1000),
         Param('window', 300, 'Samples in each latency window (p50/p99)', min=10, max=100_000),
         Param('diagnostics_period_s', 1.0, 'Period of /diagnostics (s)', min=0.05, max=60.0),
         Param('rt_priority', 10,
@@ -297,6 +300,7 @@ class DeadlineMonitor(StageNode):
             self._controller_enabled = True
             self._deactivation = 'not needed'
             self._armed = False
+            self._on_time_streak = 0
             self._grace_end_ns = 0
             self._late_commands = 0
             self._unarmed_expired = 0
@@ -543,7 +547,9 @@ class DeadlineMonitor(StageNode):
             self._late_commands += 1
 
     def _frame_on_time(self, stamp: int, now: int, frame: Any = None) -> None:
-        self._armed = True
+        if not self._armed:
+            self._on_time_streak += 1
+            self._armed = self._on_time_streak >= self.params['arm_after_on_time']
         self._frames_ok += 1
         self._e2e.add(now - stamp)
         if self._command_stage is not None:
@@ -574,6 +580,7 @@ class DeadlineMonitor(StageNode):
         for frame in self._tracker.expire(now):
             if not enforcing:
                 self._unarmed_expired += 1
+                self._on_time_streak = 0   # the warm-up streak must be consecutive
             elif not self._controller_enabled and self._pipeline_ok(frame):
                 self._healthy()
             else:
@@ -686,6 +693,7 @@ class DeadlineMonitor(StageNode):
             self._deactivation = 'not needed'
             # the controller needs a moment to answer frames again: re-arm like at start
             self._armed = False
+            self._on_time_streak = 0
             self._grace_end_ns = self._now_ns() + int(
                 self.params['startup_grace_s'] * NS_PER_S)
         response.success = True

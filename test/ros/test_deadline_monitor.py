@@ -193,6 +193,24 @@ def test_consecutive_misses_deactivate_controller_until_reactivate(harness, rig)
     assert len(rig.stops.msgs()) >= 3
 
 
+def test_a_startup_backlog_is_not_enforced_until_the_loop_runs_on_time(harness, rig):
+    # One on-time command amid a start-up backlog does not arm the monitor: it needs
+    # arm_after_on_time (5) in a row; then a burst of missing commands is enforced.
+    rig.start_monitor(startup_grace_s=60.0)
+    _wait_matched(harness, rig.fake)
+    # (a 200 ms budget at 10 Hz: 4 missing frames make 3 consecutive misses, as above)
+    rig.fake.plan = _plan({i: ('missing', FramePlan(None)) for i in (1, 2, 3, 4, 25, 26, 27, 28)})
+    rig.fake.start()
+    rig.controller.wait_for_state('inactive', 20.0)
+    missing = sorted(f.stamp_ns for f in rig.fake.sent if f.kind == 'missing')
+    backlog, burst = missing[:4], missing[4:8]
+    stopped = set(_stamps(rig.stops.timed()))
+    assert not stopped & set(backlog), 'a start-up backlog frame was enforced'
+    assert set(burst[:3]) <= stopped          # the fourth may expire after this check
+    harness.wait_until(lambda: int(loop_status(rig.diags)[1].get('unenforced_frames', 0)) >= 4,
+                       5.0, 'the backlog counted as unenforced')
+
+
 def test_stalled_camera_and_gripper_are_misses(harness, rig):
     rig.start_monitor(misses_to_deactivate=1000)
     _wait_matched(harness, rig.fake)
