@@ -204,3 +204,39 @@ def read_messages(path: str | Path,
     with BagReader(path) as reader:
         return [(m.topic, m.timestamp_ns, deserialize(m.data, m.msgtype))
                 for m in reader.messages(topics)]
+
+
+# --- header stamps in serialized messages ---------------------------------------------------
+# A message whose first field is std_msgs/Header starts, after the 4-byte CDR encapsulation,
+# with stamp.sec (int32) and stamp.nanosec (uint32): a replay can read and rewrite the stamp
+# in the serialized bytes and publish them as they are, without deserializing the message.
+_CDR_BYTE_ORDER = {b'\x00\x00': '>', b'\x00\x01': '<'}   # CDR big / little endian
+
+
+def header_first(msg_class: Any) -> bool:
+    """True when a ROS 2 message class's first field is a std_msgs/Header."""
+    fields = list(msg_class.get_fields_and_field_types().items())
+    return bool(fields) and fields[0] == ('header', 'std_msgs/Header')
+
+
+def cdr_stamp_ns(data: bytes | bytearray) -> int:
+    """Header stamp (ns) of a serialized header-first message; ValueError if not CDR."""
+    order = _CDR_BYTE_ORDER.get(bytes(data[:2]))
+    if order is None or len(data) < 12:
+        raise ValueError(f'not a plain CDR message (encapsulation {bytes(data[:2])!r})')
+    sec = int.from_bytes(data[4:8], 'big' if order == '>' else 'little', signed=True)
+    nanosec = int.from_bytes(data[8:12], 'big' if order == '>' else 'little')
+    return sec * 1_000_000_000 + nanosec
+
+
+def cdr_with_stamp(data: bytes | bytearray, stamp_ns: int) -> bytes:
+    """The serialized header-first message with its header stamp replaced by ``stamp_ns``."""
+    order = _CDR_BYTE_ORDER.get(bytes(data[:2]))
+    if order is None or len(data) < 12:
+        raise ValueError(f'not a plain CDR message (encapsulation {bytes(data[:2])!r})')
+    endian = 'big' if order == '>' else 'little'
+    sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+    out = bytearray(data)
+    out[4:8] = sec.to_bytes(4, endian, signed=True)
+    out[8:12] = nanosec.to_bytes(4, endian)
+    return bytes(out)

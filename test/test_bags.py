@@ -61,3 +61,26 @@ def test_copied_bag_reads_the_same(tmp_path):
     with BagReader(tmp_path / 'copy') as reader:
         assert reader.message_count == 8
         assert reader.topics['/camera/color/image_raw'] == 'sensor_msgs/msg/Image'
+
+
+def test_header_stamp_is_read_and_rewritten_in_serialized_messages():
+    from geometry_msgs.msg import PoseStamped
+    from rclpy.serialization import deserialize_message, serialize_message
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+
+    from edge_loop.bags import cdr_stamp_ns, cdr_with_stamp, header_first
+
+    assert header_first(JointState) and header_first(PoseStamped) and not header_first(Clock)
+    msg = JointState(name=['left_finger', 'right_finger'], position=[0.01, 0.02],
+                     velocity=[0.0, 0.0], effort=[1.5, 2.5])
+    msg.header.stamp.sec, msg.header.stamp.nanosec = 1_700_000_123, 456_789
+    msg.header.frame_id = 'gripper'
+    data = serialize_message(msg)
+    assert cdr_stamp_ns(data) == 1_700_000_123 * 10**9 + 456_789
+    out = deserialize_message(cdr_with_stamp(data, 1_800_000_000 * 10**9 + 7), JointState)
+    assert (out.header.stamp.sec, out.header.stamp.nanosec) == (1_800_000_000, 7)
+    # everything else is untouched
+    assert out.header.frame_id == 'gripper' and list(out.effort) == [1.5, 2.5]
+    with pytest.raises(ValueError, match='not a plain CDR'):
+        cdr_stamp_ns(b'\x01\x07' + data[2:])

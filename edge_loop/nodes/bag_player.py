@@ -29,7 +29,15 @@ from rclpy.serialization import deserialize_message
 from std_msgs.msg import Bool
 
 from edge_loop import topics
-from edge_loop.bags import BagError, BagMessage, BagReader, message_class
+from edge_loop.bags import (
+    BagError,
+    BagMessage,
+    BagReader,
+    cdr_stamp_ns,
+    cdr_with_stamp,
+    header_first,
+    message_class,
+)
 from edge_loop.images import ImageFormatError, image_to_array
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 from edge_loop.transport import FrameWriter
@@ -75,6 +83,7 @@ class BagPlayer(StageNode):
         self._reader: BagReader | None = None
         self._topic_pubs: dict[str, Any] = {}
         self._types: dict[str, type] = {}
+        self._raw: dict[str, bool] = {}   # topic -> publish the recorded bytes (header first)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._answered = threading.Condition()
@@ -113,6 +122,7 @@ class BagPlayer(StageNode):
                 continue
             cls = message_class(msgtype)
             self._types[topic] = cls
+            self._raw[topic] = header_first(cls)
             self._topic_pubs[topic] = self.create_lifecycle_publisher(
                 cls, topic, 50, event_callbacks=PublisherEventCallbacks(
                     matched=lambda info, t=topic: self._on_matched(t, info)))
@@ -261,10 +271,29 @@ class BagPlayer(StageNode):
         """Publish one message (or add it to a shared-memory frame); returns its stamp."""
         if self._writer is not None and item.topic in CAMERA_TOPICS:
             return self._to_frame(item, restamp, stamp_map)
+        if self._raw.get(item.topic):
+            # Header-first message: published as the recorded bytes (restamped in place),
+            # no deserialize/serialize round trip at the gripper's 240 Hz.
+            original = cdr_stamp_ns(item.data)
+            stamp = self._new_stamp(original, stamp_map) if restamp else original
+            data = cdr_with_stamp(item.data, stamp) if stamp != original else item.data
+            self._topic_pubs[item.topic].publish(data)
+            self.published += 1
+            return stamp
         msg = deserialize_message(item.data, self._types[item.topic])
         stamp = self._stamp(msg, restamp, stamp_map)
         self._topic_pubs[item.topic].publish(msg)
         self.published += 1
+        return stamp
+
+    def _new_stamp(self, original: int, stamp_map: dict[int, int]) -> int:
+        """Replay-time stamp of a recorded stamp (one original stamp -> one new stamp)."""
+        stamp = stamp_map.get(original)
+        if stamp is None:
+            stamp = self.get_clock().now().nanoseconds
+            stamp_map[original] = stamp
+            if len(stamp_map) > 4096:
+                stamp_map.pop(next(iter(stamp_map)))
         return stamp
 
     def _stamp(self, msg: Any, restamp: bool, stamp_map: dict[int, int]) -> int | None:
@@ -275,12 +304,7 @@ class BagPlayer(StageNode):
         original = header.stamp.sec * 10**9 + header.stamp.nanosec
         if not restamp:
             return original
-        stamp = stamp_map.get(original)
-        if stamp is None:
-            stamp = self.get_clock().now().nanoseconds
-            stamp_map[original] = stamp
-            if len(stamp_map) > 4096:
-                stamp_map.pop(next(iter(stamp_map)))
+        stamp = self._new_stamp(original, stamp_map)
         header.stamp.sec, header.stamp.nanosec = divmod(stamp, 10**9)
         return stamp
 
