@@ -41,6 +41,7 @@ STAGE_OUTPUTS = OrderedDict([
     ('pick_controller', topics.ARM_CMD),
 ])
 LIGHTING = ('nominal', 'dim', 'overexposed', 'harsh_shadow', 'color_cast', 'glare', 'flicker')
+EXAMPLE_SETTLE_NS = 2_000_000_000   # sim time after a scene reset before an example frame
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -180,8 +181,12 @@ class LoopObserver:
         if not self._want_examples or self.lighting in self.obs.examples:
             return
         with self._lock:
-            ready = [o for o in self._pending.values()
-                     if {'image', 'object_locator', 'grasp_planner', 'occupancy_mapper'} <= set(o)
+            # The occupancy map fuses frames: right after a scene reset it still shows the old
+            # scene, fading out. An example frame is taken once it had time to converge.
+            settled = self._episode_start_ns + EXAMPLE_SETTLE_NS
+            ready = [o for stamp, o in self._pending.items()
+                     if stamp >= settled
+                     and {'image', 'object_locator', 'grasp_planner', 'occupancy_mapper'} <= set(o)
                      and o['grasp_planner'].polygon.points]
             if not ready:
                 return
