@@ -148,13 +148,17 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
                 if stage in FRAME_STAGES and 'copies_per_frame' in values:
                     out.copies_per_frame[stage] = float(values['copies_per_frame'])
 
-        for kind, cls, topic in (('objects', PoseArray, topics.OBJECTS),
-                                 ('object', PoseStamped, topics.OBJECT),
-                                 ('grasp', PolygonStamped, topics.GRASP),
-                                 ('occupancy', OccupancyGrid, topics.OCCUPANCY),
-                                 ('command', TwistStamped, topics.ARM_CMD),
-                                 ('state', DiagnosticArray, topics.GRASP_STATE),
-                                 ('safe_stop', Header, topics.SAFE_STOP)):
+        recorded = (('objects', PoseArray, topics.OBJECTS),
+                    ('object', PoseStamped, topics.OBJECT),
+                    ('grasp', PolygonStamped, topics.GRASP),
+                    ('occupancy', OccupancyGrid, topics.OCCUPANCY),
+                    ('command', TwistStamped, topics.ARM_CMD),
+                    ('state', DiagnosticArray, topics.GRASP_STATE),
+                    ('safe_stop', Header, topics.SAFE_STOP))
+        for kind, cls, topic in recorded:
+            # Real time: this process takes no more CPU from the graph than the gates need.
+            if realtime and kind not in ('command', 'safe_stop'):
+                continue
             h.subscribe(cls, topic, record(kind), QoSProfile(depth=200))
         h.subscribe(DiagnosticArray, topics.DIAGNOSTICS, on_diagnostics, QoSProfile(depth=200))
         done = h.collect(Bool, '/bag_player/done',
