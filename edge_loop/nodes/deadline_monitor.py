@@ -156,7 +156,7 @@ class DeadlineMonitor(StageNode):
         Param('startup_grace_s', 5.0,
               'After activation, misses count only once arm_after_on_time consecutive commands '
               'were on time, or after this long (pipeline warm-up)', min=0.0, max=600.0),
-        Param('arm_after_on_time', 5,
+        Param('arm_after_on_time', 15,
               'Consecutive on-time commands that end the startup grace early (one on-time '
               'command amid a start-up backlog is not a warm pipeline)', min=1, max=1000),
         Param('window', 300, 'Samples in each latency window (p50/p99)', min=10, max=100_000),

@@ -65,8 +65,8 @@ VISION_PARAMS = (
           min=0.0, max=3.0),
     Param('min_pixels', 80, 'Smallest object at 640x480 (pixels; scaled with resolution)',
           min=1, max=100000),
-    Param('split_pixels', 150, 'Smallest colour piece that is an object of its own (640x480)',
-          min=1, max=100000),
+    Param('split_pixels', 30, 'Smallest colour piece that is a region of its own (640x480; '
+          'regions of one colour join again)', min=1, max=100000),
     _pair('roi_x', [-0.194, 0.194], 'Tray interior along world x [min, max] (m)'),
     _pair('roi_y', [-0.144, 0.144], 'Tray interior along world y [min, max] (m)'),
 )
@@ -160,7 +160,8 @@ class ObjectLocatorNode(StageNode):
 
     PARAMS = VISION_PARAMS + (
         Param('use_model', USE_MODEL_DEFAULT,
-              'Fuse the segnet ONNX model (re-joins over-split colour pieces, fills depth holes)'),
+              'Fuse the segnet ONNX model (re-joins pieces it sees no contact between, fills '
+              'depth holes; off by default, see USE_MODEL_DEFAULT)'),
         Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
               max=60.0),
     )

@@ -8,10 +8,13 @@ import numpy as np
 import pytest
 
 from edge_loop.kernels.object_locator import (
+    DEFAULT_PARAMS,
     DetectedObject,
+    LocatorParams,
     locate_objects,
     locate_objects_reference,
     locate_objects_rgb_baseline,
+    merge_regions,
     rank_targets,
     select_target,
 )
@@ -133,3 +136,101 @@ def test_rgb_baseline_fails_in_the_dark_where_depth_does_not():
     dark_rgb = locate_objects_rgb_baseline(dark, f.depth, f.intrinsics, f.extrinsics, params)
     assert len(dark_rgb) != 3  # the whole dark table differs from the calibrated colour
     assert len(locate_objects(dark, f.depth, f.intrinsics, f.extrinsics)) == 3
+
+
+LOCATORS = [pytest.param(locate_objects, id='deployed'),
+            pytest.param(locate_objects_reference, id='reference')]
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
+def test_one_colour_in_light_and_shadow_is_one_object(locate):
+    # Two halves of one flat object, one in shadow: the per-pixel cut separates them
+    # (chromaticity with its dark offset moves by > color_step) but their mean colours agree.
+    halves = (Box(0.0, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(220, 60, 60)),
+              Box(0.05, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(30, 8, 8)))
+    f = scene(640, 480, boxes=halves)
+    objects = locate(f.color, f.depth, f.intrinsics, f.extrinsics)
+    assert len(objects) == 1
+    assert objects[0].position[0] == pytest.approx(0.025, abs=0.003)
+    # Without the region merge (a limit no pair meets) the cut splits it in two.
+    apart = locate(f.color, f.depth, f.intrinsics, f.extrinsics,
+                   LocatorParams(merge_color=0.0, merge_small_color=0.0))
+    assert len(apart) == 2
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
+def test_small_object_against_a_large_one_of_another_colour_stays_apart(locate):
+    # ~150 visible pixels (1.5 x 1.5 cm at 0.75 m): below the old 150 px split size.
+    pair = (Box(0.0, 0.0, 0.0, 0.06, 0.05, 0.03, rgb=(220, 200, 40)),
+            Box(0.0375, 0.0, 0.0, 0.015, 0.015, 0.02, rgb=(140, 40, 200)))
+    f = scene(640, 480, boxes=pair)
+    objects = locate(f.color, f.depth, f.intrinsics, f.extrinsics)
+    _match(objects, pair, tol=0.004)
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
+def test_floor_coloured_object_touching_a_coloured_one_is_not_read_as_its_blurred_edge(locate):
+    # The floor colour is the orange object's colour blended fully with the floor: a piece
+    # is explained as a blend (and joined) only if it keeps some of its neighbour's colour.
+    pair = (Box(0.0, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(200, 120, 40)),
+            Box(0.045, 0.0, 0.0, 0.04, 0.04, 0.03, rgb=(150, 140, 120)))
+    f = scene(640, 480, boxes=pair)
+    objects = locate(f.color, f.depth, f.intrinsics, f.extrinsics)
+    _match(objects, pair, tol=0.004)
+
+
+def test_region_merge_joins_the_closest_pair_first_and_keeps_the_lowest_id():
+    intr = scene(640, 480, boxes=()).intrinsics
+    red, dark_red, blue = (np.array(c, float) * 1000 for c in ((200, 50, 50), (100, 26, 24),
+                                                                (40, 40, 200)))
+    sums = {1: red, 2: dark_red, 3: blue}
+    counts = {1: 1000, 2: 1000, 3: 1000}
+    contact = {(1, 2): 40, (2, 3): 40, (1, 3): 40}
+    root = merge_regions(sums, counts, contact, np.array([150.0, 140.0, 120.0]),
+                         DEFAULT_PARAMS, intr)
+    assert root == {1: 1, 2: 1, 3: 3}
+    # A border shorter than merge_min_contact never joins.
+    root = merge_regions(sums, counts, {(1, 2): 2}, np.zeros(3), DEFAULT_PARAMS, intr)
+    assert root == {1: 1, 2: 2, 3: 3}
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
+def test_object_seen_in_two_parts_past_an_occluder_is_one_object(locate):
+    # A bar with a taller box lying across its middle: two bar ends of one colour 2.5 cm
+    # (20 px) apart are one object; the same two ends 6 cm apart are two.
+    for gap, expected in ((0.025, 2), (0.06, 3)):
+        end = 0.04
+        boxes = (Box(-(gap + end) / 2, 0.0, 0.0, end, 0.02, 0.02, rgb=(60, 90, 200)),
+                 Box((gap + end) / 2, 0.0, 0.0, end, 0.02, 0.02, rgb=(60, 90, 200)),
+                 Box(0.0, 0.0, 0.0, gap, 0.05, 0.04, rgb=(220, 200, 40)))
+        f = scene(640, 480, boxes=boxes)
+        objects = locate(f.color, f.depth, f.intrinsics, f.extrinsics)
+        assert len(objects) == expected, gap
+        if expected == 2:
+            bar = min(objects, key=lambda o: o.top)
+            assert np.linalg.norm(bar.position[:2]) < 0.003   # centroid of both ends
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
+def test_edge_blended_with_the_floor_joins_its_object(locate):
+    # Motion blur mixes an object's edge with the floor: (200, 40, 40) half-way to the
+    # floor's (150, 140, 120) is (175, 90, 80), far from both in chromaticity.
+    parts = (Box(0.0, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(200, 40, 40)),
+             Box(0.04, 0.0, 0.0, 0.03, 0.04, 0.03, rgb=(175, 90, 80)))
+    f = scene(640, 480, boxes=parts)
+    assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics)) == 1
+    no_blend = LocatorParams(merge_max_blend=0.0)
+    assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics, no_blend)) == 2
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
+def test_height_step_separates_touching_objects_the_colour_cut_misses(locate):
+    # Grey against a dull orange: the 3x3 blur spreads their chromaticity difference (0.17)
+    # over three steps below color_step, so colour alone leaks across; the 2 cm height step
+    # cuts them, and their mean colours differ too much to join again.
+    pair = (Box(0.0, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(150, 150, 150)),
+            Box(0.05, 0.0, 0.0, 0.05, 0.04, 0.05, rgb=(190, 150, 110)))
+    f = scene(640, 480, boxes=pair)
+    _match(locate(f.color, f.depth, f.intrinsics, f.extrinsics), pair, tol=0.004)
+    no_step = LocatorParams(depth_step=1.0)
+    assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics, no_step)) == 1

@@ -27,7 +27,7 @@ RATE_HZ = 10.0
 BUDGET_S = 0.200
 MONITOR_PARAMS = {'control_rate_hz': RATE_HZ, 'end_to_end_budget_ms': BUDGET_S * 1000,
                   'misses_to_deactivate': 3, 'healthy_periods_to_ok': 15, 'stall_periods': 5,
-                  'gripper_stall_min_ms': 300.0, 'startup_grace_s': 3.0,
+                  'gripper_stall_min_ms': 300.0, 'startup_grace_s': 3.0, 'arm_after_on_time': 5,
                   'diagnostics_period_s': 0.5}
 
 
@@ -195,8 +195,8 @@ def test_consecutive_misses_deactivate_controller_until_reactivate(harness, rig)
 
 def test_a_startup_backlog_is_not_enforced_until_the_loop_runs_on_time(harness, rig):
     # One on-time command amid a start-up backlog does not arm the monitor: it needs
-    # arm_after_on_time (5) in a row; then a burst of missing commands is enforced.
-    rig.start_monitor(startup_grace_s=60.0)
+    # arm_after_on_time (here 5) in a row; then a burst of missing commands is enforced.
+    rig.start_monitor(startup_grace_s=60.0, arm_after_on_time=5)
     _wait_matched(harness, rig.fake)
     # (a 200 ms budget at 10 Hz: 4 missing frames make 3 consecutive misses, as above)
     rig.fake.plan = _plan({i: ('missing', FramePlan(None)) for i in (1, 2, 3, 4, 25, 26, 27, 28)})
