@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='simulated seconds before an episode counts as failed')
     parser.add_argument('--report', type=Path, default=Path('reports/demo'),
                         help='report folder (Markdown + PNG)')
+    parser.add_argument('--max-minutes', type=float, default=0.0,
+                        help='start no new episode after this many minutes of wall time '
+                             '(0: no limit); the report says how many ran')
     parser.add_argument('--log-dir', type=Path, default=None)
     parser.add_argument('--params-file', type=Path, default=None)
 
@@ -292,8 +295,13 @@ def run_episodes(args: argparse.Namespace, harness: Any, observer: LoopObserver,
     """Run the pick episodes against sim_robot; return their results."""
     episodes: list[Episode] = []
     total = args.episodes
+    stop_at = time.monotonic() + args.max_minutes * 60.0 if args.max_minutes > 0 else None
     _progress(0, total, 0, 'starting')
     for i in range(total):
+        if stop_at is not None and time.monotonic() > stop_at:
+            print(f'\nedge-loop demo: --max-minutes {args.max_minutes:g} reached after {i} of '
+                  f'{total} episodes', flush=True)
+            break
         lighting = LIGHTING[i % len(LIGHTING)]
         _set_param(harness, 'sim_robot', 'lighting', lighting)
         n_outcomes = len(observer.outcomes)
