@@ -121,6 +121,15 @@ METHOD_NAMES = {'depth': 'depth+colour (deployed)', 'fused': 'depth+colour+segne
                 'rgb': 'RGB-only baseline'}
 
 
+def _accuracy_row(s: dict) -> dict:
+    """Detection rate, false detections and centroid error of one condition and method."""
+    e = np.array(s['errors']) * 1000
+    return {'visible': s['visible'], 'detection_rate': s['found'] / max(s['visible'], 1),
+            'false_rate': s['false'] / max(s['visible'], 1),
+            'median_mm': float(np.median(e)) if e.size else float('nan'),
+            'p95_mm': float(np.percentile(e, 95)) if e.size else float('nan')}
+
+
 def bench_accuracy(n_scenes: int, seed0: int, rgb_params: RgbBaselineParams,
                    model=None, split: str = 'heldout') -> dict:
     """Section 1 (``model``: a SegNet to also run the fused locator; ``split``: objects)."""
@@ -172,13 +181,7 @@ def bench_accuracy(n_scenes: int, seed0: int, rgb_params: RgbBaselineParams,
     out = {}
     for cond in CONDITION_NAMES:
         for method in methods:
-            s = stats[cond][method]
-            e = np.array(s['errors']) * 1000
-            row = {'visible': s['visible'], 'detection_rate': s['found'] / max(s['visible'], 1),
-                   'false_rate': s['false'] / max(s['visible'], 1),
-                   'median_mm': float(np.median(e)) if e.size else float('nan'),
-                   'p95_mm': float(np.percentile(e, 95)) if e.size else float('nan')}
-            out[f'{cond}/{method}'] = row
+            row = out[f'{cond}/{method}'] = _accuracy_row(stats[cond][method])
             name = METHOD_NAMES[method]
             print(f'| {cond} | {name} | {row["visible"]} | {row["detection_rate"]:.1%} | '
                   f'{row["false_rate"]:.1%} | {row["median_mm"]:.1f} | {row["p95_mm"]:.1f} |')
@@ -187,13 +190,7 @@ def bench_accuracy(n_scenes: int, seed0: int, rgb_params: RgbBaselineParams,
     print('| lighting | visible | detected | false det. | centroid med (mm) | p95 (mm) |')
     print('|---|---|---|---|---|---|')
     for cond in CONDITION_NAMES:
-        s = stats[cond]['sensed']
-        e = np.array(s['errors']) * 1000
-        row = {'visible': s['visible'], 'detection_rate': s['found'] / max(s['visible'], 1),
-               'false_rate': s['false'] / max(s['visible'], 1),
-               'median_mm': float(np.median(e)) if e.size else float('nan'),
-               'p95_mm': float(np.percentile(e, 95)) if e.size else float('nan')}
-        out[f'{cond}/sensed'] = row
+        row = out[f'{cond}/sensed'] = _accuracy_row(stats[cond]['sensed'])
         print(f'| {cond} | {row["visible"]} | {row["detection_rate"]:.1%} | '
               f'{row["false_rate"]:.1%} | {row["median_mm"]:.1f} | {row["p95_mm"]:.1f} |')
     return {'accuracy': out, 'frames': frames}
