@@ -33,6 +33,7 @@ from geometry_msgs.msg import PolygonStamped, PoseArray, PoseStamped, TwistStamp
 from nav_msgs.msg import OccupancyGrid
 from sensor_msgs.msg import JointState
 from std_msgs.msg import ColorRGBA, Header
+from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from edge_loop import topics
@@ -115,6 +116,7 @@ class PickControllerNode(StageNode):
         self._bad = 0
         self._last_out: PolicyOutput | None = None
         self._sampled: SampledInputs | None = None
+        self._reset_srv: Any = None
 
     # --- lifecycle -----------------------------------------------------------------------
     def configure_stage(self) -> None:
@@ -151,6 +153,18 @@ class PickControllerNode(StageNode):
         self._sampled = SampledInputs(self)
         self._sampled.add(DiagnosticArray, topics.GRASP_STATE)
         self._sampled.add(PoseStamped, topics.TCP_POSE)
+        self._reset_srv = self.create_service(Trigger, '~/reset', self._on_reset)
+
+    def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Any:
+        """Back to ``observe`` with no plan and no attempts (a new scene, or after gave_up)."""
+        with self._lock:
+            if self._policy is None:
+                response.success, response.message = False, 'not configured'
+                return response
+            self._policy.reset()
+        response.success, response.message = True, 'policy reset: observe, 0 attempts'
+        self.get_logger().info(response.message)
+        return response
 
     def activate_stage(self) -> None:
         """Start commanding (from observe)."""
@@ -178,6 +192,9 @@ class PickControllerNode(StageNode):
         if self._sampled is not None:
             self._sampled.destroy()
             self._sampled = None
+        if self._reset_srv is not None:
+            self.destroy_service(self._reset_srv)
+            self._reset_srv = None
         self._policy = None
 
     # --- inputs --------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from geometry_msgs.msg import Point32, PolygonStamped, PoseStamped, TwistStamped
 from nav_msgs.msg import OccupancyGrid
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
+from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
 from edge_loop import topics
@@ -327,3 +329,17 @@ def test_pick_controller_commands_safely_with_frame_stamps(harness, node_procs):
     harness.wait_until(lambda: any(s.level == DiagnosticStatus.WARN
                                    and s.name.startswith('pick_controller')
                                    for d in list(diags) for s in d.status), 10.0, 'a WARN')
+    # 5. ~/reset (the demo calls it for every new scene): back to observe with no plan
+    last = [mk.text for m in list(markers) for mk in m.markers if mk.ns == 'pick_controller']
+    assert not last[-1].startswith('observe'), last[-1]      # the accepted grasp's phase
+    client = harness.node.create_client(Trigger, '/pick_controller/reset')
+    assert client.wait_for_service(10.0)
+    done = threading.Event()
+    future = client.call_async(Trigger.Request())
+    future.add_done_callback(lambda _f: done.set())
+    assert done.wait(10.0) and future.result().success, future.result()
+    n = len(markers)
+    _settle(harness, world, grid, arm, gripper, clear)
+    harness.wait_until(lambda: any(mk.text.startswith('observe') for m in list(markers)[n:]
+                                   for mk in m.markers if mk.ns == 'pick_controller'), 10.0,
+                       'observe after ~/reset')
