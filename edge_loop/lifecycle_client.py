@@ -82,10 +82,16 @@ class LifecycleClient:
                     f'{timeout:.1f} s (is the process running?)')
 
     def _call(self, client, request, timeout: float):
+        # A request sent before this client has discovered the server is never answered
+        # (a node process that has only just started): wait for the service first.
+        deadline = time.monotonic() + timeout
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise LifecycleError(f'node {self.target!r}: {client.srv_name} not available after '
+                                 f'{timeout:.1f} s (is the process running?)')
         event = threading.Event()
         future = client.call_async(request)
         future.add_done_callback(lambda _f: event.set())
-        if not event.wait(timeout):
+        if not event.wait(max(deadline - time.monotonic(), 0.0)):
             client.remove_pending_request(future)
             raise LifecycleError(f'node {self.target!r}: {client.srv_name} timed out after '
                                  f'{timeout:.1f} s')
