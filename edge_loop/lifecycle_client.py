@@ -16,6 +16,8 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 
+RESEND_S = 2.0   # get_state is a query: resent when unanswered this long
+
 # transition id -> (label, primary state it must reach)
 TRANSITIONS = {
     'configure': (Transition.TRANSITION_CONFIGURE, State.PRIMARY_STATE_INACTIVE),
@@ -81,20 +83,29 @@ class LifecycleClient:
                     f'node {self.target!r}: lifecycle services not available after '
                     f'{timeout:.1f} s (is the process running?)')
 
-    def _call(self, client, request, timeout: float):
-        # A request sent before this client has discovered the server is never answered
-        # (a node process that has only just started): wait for the service first.
+    def _call(self, client, request, timeout: float, resend_s: float | None = None):
+        """Call ``client``; with ``resend_s`` (idempotent requests only) resend that often.
+
+        A request sent before this client has discovered the server, or whose reply the
+        server sends before it has matched this client's reply reader (a node process that
+        has only just started), is never answered: wait for the service first, and resend a
+        query that got no answer.
+        """
         deadline = time.monotonic() + timeout
         if not client.wait_for_service(timeout_sec=timeout):
             raise LifecycleError(f'node {self.target!r}: {client.srv_name} not available after '
                                  f'{timeout:.1f} s (is the process running?)')
-        event = threading.Event()
-        future = client.call_async(request)
-        future.add_done_callback(lambda _f: event.set())
-        if not event.wait(max(deadline - time.monotonic(), 0.0)):
+        while True:
+            event = threading.Event()
+            future = client.call_async(request)
+            future.add_done_callback(lambda _f, done=event: done.set())
+            left = max(deadline - time.monotonic(), 0.0)
+            if event.wait(min(left, resend_s) if resend_s else left):
+                break
             client.remove_pending_request(future)
-            raise LifecycleError(f'node {self.target!r}: {client.srv_name} timed out after '
-                                 f'{timeout:.1f} s')
+            if time.monotonic() >= deadline:
+                raise LifecycleError(f'node {self.target!r}: {client.srv_name} timed out '
+                                     f'after {timeout:.1f} s')
         if future.exception() is not None:
             raise LifecycleError(f'node {self.target!r}: {future.exception()}')
         return future.result()
@@ -103,12 +114,12 @@ class LifecycleClient:
         """Current primary state label ('unconfigured', 'inactive', 'active', ...)."""
         if not self._get.service_is_ready() and not self._get.wait_for_service(timeout):
             raise LifecycleError(f'node {self.target!r}: get_state not available')
-        resp = self._call(self._get, GetState.Request(), timeout)
+        resp = self._call(self._get, GetState.Request(), timeout, resend_s=RESEND_S)
         return STATE_LABELS.get(resp.current_state.id, resp.current_state.label)
 
     def state_id(self, timeout: float = 2.0) -> int:
         """Current primary state id."""
-        resp = self._call(self._get, GetState.Request(), timeout)
+        resp = self._call(self._get, GetState.Request(), timeout, resend_s=RESEND_S)
         return int(resp.current_state.id)
 
     def transition(self, name: str, timeout: float = 10.0) -> None:
