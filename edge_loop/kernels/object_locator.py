@@ -529,7 +529,12 @@ def color_cut(color_rgb: np.ndarray, fg: np.ndarray, r0: int, c0: int,
     dx = ((d[..., 0] + d[..., 1] + d[..., 2]) > step) & f[:, 1:] & f[:, :-1]
     d = np.abs(chroma[1:] - chroma[:-1])
     dy = ((d[..., 0] + d[..., 1] + d[..., 2]) > step) & f[1:] & f[:-1]
-    cut = np.zeros(f.shape, bool)
+    return _both_sides(dx, dy, f.shape)
+
+
+def _both_sides(dx: np.ndarray, dy: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Bool mask of the pixels on either side of each marked horizontal/vertical pair."""
+    cut = np.zeros(shape, bool)
     cut[:, 1:] |= dx
     cut[:, :-1] |= dx
     cut[1:] |= dy
@@ -546,12 +551,7 @@ def depth_cut(height: np.ndarray, fg: np.ndarray, step: float) -> np.ndarray:
     with np.errstate(invalid='ignore'):
         dx = (np.abs(height[:, 1:] - height[:, :-1]) > step) & f[:, 1:] & f[:, :-1]
         dy = (np.abs(height[1:] - height[:-1]) > step) & f[1:] & f[:-1]
-    cut = np.zeros(f.shape, bool)
-    cut[:, 1:] |= dx
-    cut[:, :-1] |= dx
-    cut[1:] |= dy
-    cut[:-1] |= dy
-    return cut
+    return _both_sides(dx, dy, f.shape)
 
 
 def _blur_in_place(color_rgb: np.ndarray, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
