@@ -64,8 +64,10 @@ def test_driver_frames_reach_shared_memory_with_one_copy(shm_env, harness, node_
     pubs = {t: harness.node.create_publisher(Image, t, image_qos()) for t in
             (topics.COLOR, topics.DEPTH)}
     info_pub = harness.node.create_publisher(CameraInfo, topics.CAMERA_INFO, 10)
-    for topic in topics.CAMERA_INPUTS:
-        harness.wait_for_subscribers(topic, timeout=30.0)
+    # matched, not just in the graph: a reliable message sent before matching is lost
+    for topic, pub in (*pubs.items(), (topics.CAMERA_INFO, info_pub)):
+        harness.wait_until(lambda p=pub: p.get_subscription_count() >= 1, 30.0,
+                           f'frame_ingest matched on {topic}')
 
     rng = np.random.default_rng(3)
     rgb = rng.integers(0, 256, (480, 640, 3), dtype=np.uint8)
@@ -86,9 +88,17 @@ def test_driver_frames_reach_shared_memory_with_one_copy(shm_env, harness, node_
 
     send(100, depth[::2, ::2].copy())   # depth not aligned to colour: skipped, no crash
     for sec in range(101, 106):
-        send(sec, depth)
-        harness.wait_until(lambda sec=sec: any(g[0] == sec * 10**9 + 7 for g in got), 20.0,
-                           f'frame {sec} in shared memory')
+        # Keep-last-2 image readers may drop a frame when Fast DDS delivers in a burst on a
+        # loaded machine (bounded latency, by design): resend it; its bytes are judged below.
+        for attempt in range(4):
+            send(sec, depth)
+            try:
+                harness.wait_until(lambda sec=sec: any(g[0] == sec * 10**9 + 7 for g in got),
+                                   5.0, f'frame {sec} in shared memory')
+                break
+            except AssertionError:
+                if attempt == 3:
+                    raise
     assert proc.wait_for_output('frame skipped', 10.0), proc.output()
     for stamp_ns, color_sha, depth_sha, info_k, frame_id in got:
         assert stamp_ns != 100 * 10**9 + 7
