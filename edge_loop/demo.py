@@ -40,13 +40,16 @@ STAGE_OUTPUTS = OrderedDict([
     ('occupancy_mapper', topics.OCCUPANCY),
     ('pick_controller', topics.ARM_CMD),
 ])
-LIGHTING = ('nominal', 'dim', 'overexposed', 'harsh_shadow', 'color_cast', 'glare', 'flicker')
+LIGHTING = ('nominal', 'dim', 'overexposed', 'harsh_shadow', 'color_cast', 'glare', 'flicker',
+            'motion_blur')   # every condition of edge_loop.sim.lighting
 EXAMPLE_SETTLE_NS = 2_000_000_000   # sim time after a scene reset before an example frame
+SIM_STALL_WALL_S = 120.0   # wall seconds without /clock moving: the simulation is stuck
+REACTIVATE_WAIT_S = 120.0  # how long ~/reactivate is retried before a full reset
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``edge-loop demo``."""
-    parser.add_argument('--episodes', type=int, default=7,
+    parser.add_argument('--episodes', type=int, default=8,
                         help='pick episodes (cycling through every lighting condition)')
     parser.add_argument('--bag', type=Path, default=None,
                         help='replay this bag through the graph instead of the simulator')
@@ -91,6 +94,8 @@ class Observation:
     examples: dict[str, Any] = field(default_factory=dict)
     tactile: list[tuple[float, float, float, float]] = field(default_factory=list)
     grasp_states: list[tuple[float, str]] = field(default_factory=list)
+    # safety interventions that ended an episode, with how the loop was brought back
+    interventions: list[str] = field(default_factory=list)
 
 
 class LoopObserver:
@@ -99,11 +104,12 @@ class LoopObserver:
     def __init__(self, harness: Any, want_examples: bool = True) -> None:
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import PolygonStamped, PoseArray, TwistStamped
+        from lifecycle_msgs.msg import TransitionEvent
         from nav_msgs.msg import OccupancyGrid
         from rclpy.qos import DurabilityPolicy, QoSProfile
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import CameraInfo, Image, JointState
-        from std_msgs.msg import Header
+        from std_msgs.msg import Bool, Header
 
         self.h = harness
         self.obs = Observation()
@@ -130,6 +136,14 @@ class LoopObserver:
         n.create_subscription(DiagnosticArray, topics.GRASP_STATE, self._on_grasp_state, 10)
         n.create_subscription(Clock, topics.CLOCK, self._on_clock, 10)
         n.create_subscription(JointState, topics.JOINT_STATES, self._on_joints, 50)
+        # The safety machinery's verdicts: the manager's ~/active and the controller's state.
+        self.manager_active: bool | None = None
+        self.manager_error = ''
+        self.controller_state = ''
+        n.create_subscription(Bool, '/lifecycle_manager/active', self._on_manager_active,
+                              QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        n.create_subscription(TransitionEvent, '/pick_controller/transition_event',
+                              self._on_controller_transition, 10)
         if want_examples:
             n.create_subscription(Image, topics.COLOR, self._on_color, 2)
 
@@ -139,6 +153,20 @@ class LoopObserver:
 
     def _on_clock(self, msg: Any) -> None:
         self.sim_time = self._ns(msg.clock) / 1e9
+
+    def _on_manager_active(self, msg: Any) -> None:
+        self.manager_active = bool(msg.data)
+
+    def _on_controller_transition(self, msg: Any) -> None:
+        self.controller_state = msg.goal_state.label
+
+    def fault(self) -> str | None:
+        """Why the loop cannot pick now (controller or graph taken down), or None."""
+        if self.manager_active is False:
+            return f'graph failure: {self.manager_error or "lifecycle manager reports a failure"}'
+        if self.controller_state and self.controller_state != 'active':
+            return 'controller deactivated by the deadline monitor'
+        return None
 
     def _on_frame(self, msg: Any) -> None:
         with self._lock:
@@ -206,6 +234,8 @@ class LoopObserver:
 
     def _on_diagnostics(self, msg: Any) -> None:
         for status in msg.status:
+            if status.name.startswith('lifecycle_manager') and _level(status.level) >= 2:
+                self.manager_error = status.message
             values = {kv.key: kv.value for kv in status.values}
             if 'misses' in values and 'loop' in status.name:
                 try:
@@ -290,10 +320,46 @@ def _trigger(harness: Any, service: str, timeout: float = 60.0) -> Any:
         harness.node.destroy_client(client)
 
 
+def _recover(harness: Any, observer: LoopObserver, fault: str) -> str:
+    """Bring the loop back after a safety intervention, the documented way; say how.
+
+    A controller the deadline monitor took down comes back only through its explicit
+    ``~/reactivate`` (granted once the loop is healthy again); a graph failure, or a monitor
+    that keeps refusing, through the lifecycle manager's ``~/reset`` and ``~/startup``.
+    """
+    if not fault.startswith('graph failure'):
+        give_up = time.monotonic() + REACTIVATE_WAIT_S
+        while time.monotonic() < give_up:
+            if observer.fault() is None:
+                return 'controller active again'
+            if observer.manager_active is False:
+                break
+            answer = _trigger(harness, '/deadline_monitor/reactivate', timeout=15.0)
+            if answer.success:
+                return 'deadline monitor ~/reactivate'
+            time.sleep(1.0)
+    answer = _trigger(harness, '/lifecycle_manager/reset', timeout=180.0)
+    if not answer.success:
+        raise RuntimeError(f'cannot reset the loop after "{fault}": {answer.message}')
+    answer = _trigger(harness, '/lifecycle_manager/startup', timeout=300.0)
+    if not answer.success:
+        raise RuntimeError(f'cannot bring the loop back after "{fault}": {answer.message}')
+    give_up = time.monotonic() + 30.0
+    while observer.fault() is not None and time.monotonic() < give_up:
+        time.sleep(0.1)
+    observer.manager_error = ''
+    return 'lifecycle manager ~/reset + ~/startup'
+
+
 def run_episodes(args: argparse.Namespace, harness: Any, observer: LoopObserver,
-                 ) -> list[Episode]:
-    """Run the pick episodes against sim_robot; return their results."""
-    episodes: list[Episode] = []
+                 episodes: list[Episode], graph: Any = None) -> list[Episode]:
+    """Run the pick episodes against sim_robot, appending results to ``episodes``.
+
+    A safety intervention (the deadline monitor or the lifecycle manager taking the
+    controller down) or a simulation that stops advancing ends the episode as failed with
+    that reason; the loop is brought back (:func:`_recover`) and the run goes on, each
+    intervention listed in the table. An exited node process ends the run (RuntimeError).
+    """
     total = args.episodes
     stop_at = time.monotonic() + args.max_minutes * 60.0 if args.max_minutes > 0 else None
     _progress(0, total, 0, 'starting')
@@ -312,8 +378,24 @@ def run_episodes(args: argparse.Namespace, harness: Any, observer: LoopObserver,
         if _has_service(harness, '/pick_controller/reset'):
             _trigger(harness, '/pick_controller/reset', timeout=10.0)
         wall0, sim0 = time.monotonic(), observer.sim_time
-        result, attempts = None, 0
+        last_sim, last_sim_wall = observer.sim_time, wall0
+        result, attempts, fault = None, 0, None
         while result is None:
+            if graph is not None and graph.dead():
+                raise RuntimeError(f'node process(es) exited: {", ".join(graph.dead())}')
+            fault = observer.fault()
+            if fault is not None:
+                time.sleep(0.5)   # the manager's ~/active may trail the controller's state
+                fault = observer.fault()
+                result = (False, fault)
+                break
+            now = time.monotonic()
+            if observer.sim_time != last_sim:
+                last_sim, last_sim_wall = observer.sim_time, now
+            elif now - last_sim_wall > SIM_STALL_WALL_S:
+                fault = f'simulated time stood still for {SIM_STALL_WALL_S:.0f} s'
+                result = (False, fault)
+                break
             observer.check_examples()
             new = observer.outcomes[n_outcomes:]
             for msg in new:
@@ -325,8 +407,6 @@ def run_episodes(args: argparse.Namespace, harness: Any, observer: LoopObserver,
             n_outcomes += len(new)
             if result is None and observer.sim_time - sim0 > args.episode_timeout:
                 result = (False, 'timeout' if not attempts else 'failed attempts')
-            if result is None and time.monotonic() - wall0 > args.episode_timeout * 30:
-                result = (False, 'wall-clock timeout (simulation stalled?)')
             time.sleep(0.05)
         ep = Episode(i, lighting, int(response.message.split(':')[0].split()[-1])
                      if response.message.startswith('seed') else -1, result[0], result[1],
@@ -334,6 +414,9 @@ def run_episodes(args: argparse.Namespace, harness: Any, observer: LoopObserver,
         episodes.append(ep)
         _progress(i + 1, total, sum(e.success for e in episodes),
                   f'{lighting}: {"ok" if ep.success else ep.reason}')
+        if fault is not None:
+            how = _recover(harness, observer, fault)
+            observer.obs.interventions.append(f'episode {i} ({lighting}): {fault}; back by {how}')
     return episodes
 
 
@@ -377,6 +460,9 @@ def summary_table(episodes: list[Episode], obs: Observation, e2e_budget: float,
     lines.append('')
     lines.append(f'frames {obs.frames}, commands {obs.commands}, deadline misses '
                  f'{obs.misses}, safe stops {obs.safe_stops}')
+    if obs.interventions:
+        lines.append(f'safety interventions that ended an episode: {len(obs.interventions)}')
+        lines.extend(f'  - {note}' for note in obs.interventions)
     if obs.copies:
         lines.append('copies per frame after ingest: ' + ', '.join(
             f'{k} {v:g}' for k, v in sorted(obs.copies.items())))
@@ -415,6 +501,7 @@ def run(args: argparse.Namespace) -> int:
     episodes: list[Episode] = []
     domain = int(os.environ.get('ROS_DOMAIN_ID', '0'))
     print(f'edge-loop demo: starting {len(nodes)} nodes (logs in {log_dir})', flush=True)
+    observer = None
     try:
         with ros_harness(domain, name='edge_loop_demo') as harness:
             observer = LoopObserver(harness)
@@ -425,21 +512,33 @@ def run(args: argparse.Namespace) -> int:
             if args.bag is not None:
                 _wait_bag_done(harness, graph)
             else:
-                episodes = run_episodes(args, harness, observer)
+                run_episodes(args, harness, observer, episodes, graph)
             obs = observer.obs
     except (RuntimeError, KeyboardInterrupt) as exc:
         print(f'\nedge-loop demo: stopping: {exc or type(exc).__name__}', file=sys.stderr)
         graph.stop()
+        if observer is None or not episodes:
+            return 1
+        # nothing lost: what ran so far is still reported
+        print(f'edge-loop demo: results of the {len(episodes)} episode(s) that ran:',
+              file=sys.stderr)
+        _finish(args, episodes, observer.obs, Path(params_file))
         return 1
     graph.stop()
-    e2e, stage_budgets = _budgets(Path(params_file))
+    _finish(args, episodes, obs, Path(params_file))
+    return 0
+
+
+def _finish(args: argparse.Namespace, episodes: list[Episode], obs: Observation,
+            params_file: Path) -> None:
+    """Print the table and write the report folder."""
+    e2e, stage_budgets = _budgets(params_file)
     table = summary_table(episodes, obs, e2e, stage_budgets)
     print(table)
     from edge_loop.report import write_report
 
     path = write_report(args.report, table, episodes, obs, e2e, stage_budgets)
     print(f'report: {path}')
-    return 0
 
 
 def _wait_bag_done(harness: Any, graph: Any) -> None:
