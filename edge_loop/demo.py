@@ -165,7 +165,7 @@ class LoopObserver:
         if self.manager_active is False:
             return f'graph failure: {self.manager_error or "lifecycle manager reports a failure"}'
         if self.controller_state and self.controller_state != 'active':
-            return 'controller deactivated by the deadline monitor'
+            return 'pick_controller deactivated (safe state)'
         return None
 
     def _on_frame(self, msg: Any) -> None:
