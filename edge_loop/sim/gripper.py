@@ -134,6 +134,7 @@ class Gripper:
         self._shear_history: deque[np.ndarray] = deque(
             [np.zeros(2)] * (self.sensor.delay_steps + 1), maxlen=self.sensor.delay_steps + 1)
         self._measured_shear = np.zeros(2)
+        self.true_normal_shear = (np.zeros(2), np.zeros(2))   # of the last step, noiseless
         self._apply()
 
     # --- commands -------------------------------------------------------------------------
@@ -191,7 +192,8 @@ class Gripper:
 
     def after_step(self) -> None:
         """Sample the finger force sensors (normal and shear)."""
-        normal, shear = self.true_pad_forces()
+        self.true_normal_shear = self.true_pad_forces()
+        normal, shear = self.true_normal_shear
         self._measured = self._sense(self._history, normal, self.bias, self._rng)
         self._measured_shear = self._sense(self._shear_history, shear, self.shear_bias,
                                            self._shear_rng)
@@ -248,6 +250,40 @@ class Gripper:
                 friction += cp[10] * np.asarray(cp[11]) + cp[12] * np.asarray(cp[13])
             shear[link] = float(np.linalg.norm(friction))
         return normal, shear
+
+    def true_pad_wrench(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Noiseless (normal, shear, shear field, torsion) of each pad, over its contacts.
+
+        A diagnostic (7x the cost of :meth:`true_pad_forces`, so not sampled every step). On
+        the benchmark's grasps a pad often touches the object at a single point (field = shear,
+        torsion 0) and neither told the object turning in the grip from holding it, so neither
+        is published as a sensor channel.
+
+        normal (N): sum of the contact normal forces; shear (N): magnitude of the summed
+        friction vectors; shear field (N): sum of the friction magnitudes of the contacts, what
+        a pad with 3-axis taxels adds up (equal to the shear while all contacts pull one way,
+        larger when they pull in different directions, as when the object turns on the pad);
+        torsion (N m): magnitude of the friction moment about the pad normal through the
+        centre of pressure (a 6-axis fingertip sensor's moment about its normal).
+        """
+        normal, shear, field, torsion = (np.zeros(2) for _ in range(4))
+        _, yaw = self._base_pose()
+        closing = np.array([np.cos(yaw), np.sin(yaw), 0.0])
+        for link in (0, 1):
+            contacts = p.getContactPoints(bodyA=self.body, linkIndexA=link,
+                                          physicsClientId=self.client)
+            if not contacts:
+                continue
+            n = np.array([max(cp[9], 0.0) for cp in contacts])
+            where = np.array([cp[5] for cp in contacts])
+            forces = np.array([cp[10] * np.asarray(cp[11]) + cp[12] * np.asarray(cp[13])
+                               for cp in contacts])
+            normal[link] = n.sum()
+            shear[link] = float(np.linalg.norm(forces.sum(axis=0)))
+            field[link] = float(np.linalg.norm(forces, axis=1).sum())
+            centre = (n @ where) / n.sum() if n.sum() > 0 else where.mean(axis=0)
+            torsion[link] = abs(float(np.cross(where - centre, forces).sum(axis=0) @ closing))
+        return normal, shear, field, torsion
 
     def true_forces(self) -> np.ndarray:
         """Noiseless normal force on each finger (N): sum over its contact points."""
