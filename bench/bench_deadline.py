@@ -63,6 +63,43 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
+_POLICY = {0: 'other', 1: 'fifo', 2: 'rr', 3: 'batch', 5: 'idle'}
+
+
+def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """CPU seconds and name (with scheduling policy) of every thread of a process, by tid."""
+    out = {}
+    for task in Path(f'/proc/{pid}/task').iterdir():
+        try:
+            comm = (task / 'comm').read_text().strip()
+            fields = (task / 'stat').read_text().rsplit(')', 1)[1].split()
+        except OSError:
+            continue   # the thread ended
+        policy = _POLICY.get(int(fields[38]), fields[38])
+        label = f'{comm} ({policy}{" " + fields[37] if policy == "fifo" else ""})'
+        out[int(task.name)] = (label, (int(fields[11]) + int(fields[12]))
+                               / os.sysconf('SC_CLK_TCK'))
+    return out
+
+
+def thread_table(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]],
+                 wall_s: float, top: int = 6) -> list[str]:
+    """The threads that used the most CPU between two :func:`thread_cpu` snapshots."""
+    rows = sorted(((after[t][1] - before.get(t, ('', 0.0))[1], after[t][0], t) for t in after),
+                  reverse=True)
+    return [f'    thread {tid:<8} {name:<28} {100.0 * cpu / wall_s:6.2f} %'
+            for cpu, name, tid in rows[:top] if cpu > 0]
+
+
+def latest_loop_value(diags: list, key: str) -> str | None:
+    """The newest value of ``key`` in the monitor's loop status."""
+    for msg in reversed(diags):
+        for status in msg.status:
+            if status.name.endswith(': loop'):
+                return {kv.key: kv.value for kv in status.values}.get(key)
+    return None
+
+
 def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float('nan')
 
@@ -152,9 +189,14 @@ def run(h, monitor, args, budget_s: float) -> int:
         stops.clear()
     first_nominal = fake.frame_index
     cpu0, wall0 = cpu_seconds(monitor.pid), time.monotonic()
+    threads0 = thread_cpu(monitor.pid)
+    wakes0 = latest_loop_value(diags, 'deadline_thread_wakeups')
     time.sleep(args.nominal_s)
     cpu1, wall1 = cpu_seconds(monitor.pid), time.monotonic()
+    threads1 = thread_cpu(monitor.pid)
     nominal_frames = fake.frame_index - first_nominal
+    time.sleep(1.2)   # the next diagnostics
+    wakes1 = latest_loop_value(diags, 'deadline_thread_wakeups')
     with lock:
         nominal_stops = list(stops)
     cpu_pct = 100.0 * (cpu1 - cpu0) / (wall1 - wall0)
@@ -268,6 +310,10 @@ def run(h, monitor, args, budget_s: float) -> int:
     print(f'monitor CPU at {args.rate:g} Hz, 6 stages, {joints}: '
           f'{cpu_pct:.2f} % of a core over {wall1 - wall0:.0f} s (target <= 2 %); idle '
           f'(active, no input) {idle_pct:.2f} %')
+    print('\n'.join(thread_table(threads0, threads1, wall1 - wall0)))
+    if wakes0 is not None and wakes1 is not None:
+        print(f'deadline thread wake-ups per nominal frame: '
+              f'{(int(wakes1) - int(wakes0)) / max(nominal_frames, 1):.2f}')
     print(f'nominal phase: {nominal_frames} frames, {len(nominal_stops)} safe stops, '
           f'{nominal_fp} of them on frames whose command was on time (false positives)')
     print(f'fault phase: {injected} injected faults ({len(fault_frames)} late/missing frames, '

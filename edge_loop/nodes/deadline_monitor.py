@@ -17,6 +17,13 @@ Cost: the watched topics are taken raw by that same thread through its own wait 
 helper node that no executor spins) and only their header stamps are read, so the monitor
 pays neither the executor's per-callback overhead nor deserialization; the 200 Hz gripper
 joint states are not even woken for, only drained when the thread wakes anyway.
+
+Simulated time (``use_sim_time``): ``/clock`` is taken by that thread too, instead of by
+rclpy's TimeSource through the executor (one executor callback per /clock message was most of
+the monitor's CPU in simulation). Each message gets the simulated time of the last /clock
+received before it (DDS receive order), so a command is not judged late because the simulator
+stepped on before the thread woke; deadlines are checked whenever /clock moves, with no wall-clock
+polling. The node's clock (timers, diagnostics stamps) is set from the same messages.
 """
 
 from __future__ import annotations
@@ -36,10 +43,13 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.clock_type import ClockType
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
+from rclpy.time import Time
+from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Header
 from std_srvs.srv import Trigger
@@ -69,8 +79,6 @@ DEFAULT_TYPES = ('geometry_msgs/msg/PoseArray', 'geometry_msgs/msg/PolygonStampe
 _LEVEL_BYTE = {Level.OK: DiagnosticStatus.OK, Level.WARN: DiagnosticStatus.WARN,
                Level.ERROR: DiagnosticStatus.ERROR}
 _MAX_WAIT_NS = NS_PER_S // 2       # housekeeping wake-up when nothing is due
-_SIM_TIME_POLL_NS = 5 * NS_PER_MS  # with /clock the wall-clock wait is only an estimate
-_SIM_TIME_MIN_WAIT_NS = 1 * NS_PER_MS
 _MIN_WAIT_NS = 100_000  # a real-time thread must never busy-wait: 0.1 ms is below the p99 goal
 
 
@@ -104,6 +112,7 @@ class _Input:
     camera: bool = False              # opens frames
     command: bool = False             # closes frames
     gripper_command: bool = False     # last commanded force
+    clock: bool = False               # /clock (simulated time)
 
 
 @dataclass
@@ -183,6 +192,9 @@ class DeadlineMonitor(StageNode):
         self._worker: threading.Thread | None = None
         self._active = False
         self._sim_time = False
+        self._sim_now_ns = 0      # newest /clock time (use_sim_time)
+        self._node_clock_ns = 0
+        self._wakeups = 0         # of the deadline thread, reported on /diagnostics
         self.rt_scheduling = 'not started'
 
     # --- configuration --------------------------------------------------------------------
@@ -257,6 +269,8 @@ class DeadlineMonitor(StageNode):
             entry = watch_topic(topic, msg_type, sampled=stage in p['sampled_stages'])
             entry.stages += (stage,)
         self._inputs = list(by_topic.values())
+        if self._sim_time:
+            self._take_clock()
         # Joint states (>= 200 Hz) are drained only when the thread wakes anyway.
         self._joint_sub = self._inputs_node.create_subscription(
             JointState, self.resolve_topic_name(p['joint_states_topic']), _ignore,
@@ -268,6 +282,23 @@ class DeadlineMonitor(StageNode):
         self._thread.start()
         self._worker = threading.Thread(target=self._work, name='controller', daemon=True)
         self._worker.start()
+
+    def _take_clock(self) -> None:
+        """Read /clock in the deadline thread instead of through rclpy's TimeSource."""
+        # detach_node drops the TimeSource's /clock subscription (idempotent); the node's
+        # clocks stay on ROS time and are set by _update_node_clock from now on.
+        self._time_source.detach_node()
+        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.BEST_EFFORT)
+        sub = self._inputs_node.create_subscription(
+            Clock, self.resolve_topic_name(topics.CLOCK), _ignore, qos, raw=True)
+        self._inputs.append(_Input(topics.CLOCK, sub, Clock, clock=True))
+
+    def _update_node_clock(self) -> None:
+        """The node's clock (timers, diagnostics stamps) to the newest /clock time."""
+        if self._node_clock_ns != self._sim_now_ns:
+            self._node_clock_ns = self._sim_now_ns
+            self.get_clock().set_ros_time_override(Time(nanoseconds=self._sim_now_ns,
+                                                        clock_type=ClockType.ROS_TIME))
 
     def _reset_state(self) -> None:
         p = self.params
@@ -354,7 +385,7 @@ class DeadlineMonitor(StageNode):
         # Without /clock the node clock is the system clock: skip rclpy's Time objects.
         if not self._sim_time:
             return time.time_ns()
-        return self.get_clock().now().nanoseconds
+        return self._sim_now_ns
 
     # --- the deadline thread --------------------------------------------------------------
     def _try_realtime(self) -> str:
@@ -379,13 +410,15 @@ class DeadlineMonitor(StageNode):
         return f'yes (SCHED_FIFO {prio}; {others} other threads {max(prio - 1, 1)})'
 
     def _run(self) -> None:
+        _name_thread(b'deadline')
         self.rt_scheduling = self._try_realtime()
         self.get_logger().info(f'deadline thread started; real-time scheduling: '
                                f'{self.rt_scheduling}')
-        # On real time only the frame clock wakes the thread; everything else is drained
-        # when it wakes anyway (each message keeps its DDS receive time, so nothing is lost
-        # but the wake-ups). With /clock there is no receive time on that clock: wake on all.
-        wake_on = [e for e in self._inputs if e.camera or self._sim_time]
+        # Only what can make something due wakes the thread: on real time the frame clock
+        # (camera_info), on simulated time /clock (time stands still between its messages).
+        # Everything else is drained when it wakes anyway: each message keeps its DDS receive
+        # time, so nothing is lost but the wake-ups.
+        wake_on = [e for e in self._inputs if (e.clock if self._sim_time else e.camera)]
         wait_set = _rclpy.WaitSet(len(wake_on), 1, 0, 0, 0, 0, self.context.handle)
         try:
             self._loop(wait_set, wake_on)
@@ -396,8 +429,8 @@ class DeadlineMonitor(StageNode):
             raise
 
     def _loop(self, wait_set: Any, wake_on: list[_Input]) -> None:
-        frame_clock = [e for e in self._inputs if e.camera]
-        others = [e for e in self._inputs if not e.camera]
+        drain_order = [e for e in self._inputs if e.camera] + [
+            e for e in self._inputs if not e.camera]
         while not self._stop.is_set():
             wait_set.clear_entities()
             for entry in wake_on:
@@ -405,6 +438,7 @@ class DeadlineMonitor(StageNode):
             wait_set.add_guard_condition(self._wake.handle)
             wait_ns, due = self._wait_ns()
             wait_set.wait(wait_ns)
+            self._wakeups += 1
             if self._stop.is_set():
                 break
             woke = self._now_ns()
@@ -414,18 +448,29 @@ class DeadlineMonitor(StageNode):
                 # In receive order across topics (a command after its stages, a frame's
                 # camera_info before its outputs), as if each had woken the thread.
                 taken: list[tuple[int, int, _Input, int, bytes]] = []
-                for entry in frame_clock + others:
+                for entry in drain_order:
                     self._drain(entry, taken)
                 taken.sort(key=lambda t: (t[0], t[1]))
-                if self._active:
-                    for receive_ns, _, entry, stamp, data in taken:
-                        self._on_message(entry, stamp, receive_ns, data)
+                for receive_ns, _, entry, stamp, data in taken:
+                    if entry.clock:
+                        self._sim_now_ns = stamp
+                        if self._active:   # a miss is due at the first tick past its deadline
+                            self._enforce(stamp)
+                    elif self._active:
+                        self._on_message(entry, stamp,
+                                         self._sim_now_ns if self._sim_time else receive_ns, data)
+                if self._sim_time:
+                    self._update_node_clock()
                 self._poll_joint_states()
                 if self._active:
                     self._enforce(self._now_ns())
 
     def _wait_ns(self) -> tuple[int, int | None]:
         """Relative wait until the next thing that can be due (ns), and that due time."""
+        if self._sim_time:
+            # Simulated time moves only with /clock, which wakes the thread: nothing can fall
+            # due before it (and a lock-step simulator may hold the clock still for long).
+            return _MAX_WAIT_NS, None
         with self._lock:
             if not self._active:
                 return _MAX_WAIT_NS, None
@@ -436,19 +481,19 @@ class DeadlineMonitor(StageNode):
         if not due:
             return _MAX_WAIT_NS, None
         wait = min(min(due) - self._now_ns(), _MAX_WAIT_NS)
-        if self._sim_time:
-            # A due time that has passed on a /clock that stands still (a lock-step simulator
-            # waiting for the loop) stays passed: never wait 0 there, or this SCHED_FIFO
-            # thread spins and starves the machine.
-            wait = max(min(wait, _SIM_TIME_POLL_NS), _SIM_TIME_MIN_WAIT_NS)
         return max(wait, _MIN_WAIT_NS), (min(due) if wait < _MAX_WAIT_NS else None)
+
+    @staticmethod
+    def _received_wall_ns(info: dict[str, Any]) -> int:
+        """DDS receive stamp (system clock, ns); now if the middleware gives none."""
+        received = info.get('received_timestamp') if isinstance(info, dict) else None
+        return int(received) if received else time.time_ns()
 
     def _receive_ns(self, info: dict[str, Any]) -> int:
         """Receive time on the monitor's clock: DDS receive stamp on real time, else now."""
-        received = info.get('received_timestamp') if isinstance(info, dict) else None
-        if self._sim_time or not received:
-            return self._now_ns()
-        return int(received)
+        if self._sim_time:
+            return self._sim_now_ns
+        return self._received_wall_ns(info)
 
     def _drain(self, entry: _Input, out: list[tuple[int, int, _Input, int, bytes]]) -> None:
         handle = entry.subscription.handle
@@ -461,7 +506,7 @@ class DeadlineMonitor(StageNode):
                 stamp = header_stamp_ns(data)
             except ValueError:
                 continue
-            out.append((self._receive_ns(info), len(out), entry, stamp, data))
+            out.append((self._received_wall_ns(info), len(out), entry, stamp, data))
 
     def _poll_joint_states(self) -> None:
         if self._joint_sub is None:
@@ -609,9 +654,9 @@ class DeadlineMonitor(StageNode):
     def _miss(self, stamp: int, reason: str, deadline: int, detected: int) -> None:
         """Safe stop now, then the bookkeeping."""
         self._detect.add(max(0, detected - deadline))
-        t0 = self._now_ns()
+        t0 = time.perf_counter_ns()   # wall time on simulated time too
         self._publish_safe_stop(stamp, reason)
-        self._reaction.add(self._now_ns() - t0)
+        self._reaction.add(time.perf_counter_ns() - t0)
         self._reasons[reason] = self._reasons.get(reason, 0) + 1
         to_error = self._health.miss()
         self.get_logger().warn(
@@ -797,12 +842,21 @@ class DeadlineMonitor(StageNode):
             'controller': snap['controller'],
             'deactivation': snap['deactivation'],
             'rt_scheduling': self.rt_scheduling,
+            'deadline_thread_wakeups': self._wakeups,
             'enforcing': 'yes' if snap['armed'] else 'no (startup grace)',
         }
         values.update({f'misses_{k}': v for k, v in reasons.items()})
         loop.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
         array.status.append(loop)
         self._pub_diag.publish(array)
+
+
+def _name_thread(name: bytes) -> None:
+    """Name the calling OS thread (top -H, /proc/PID/task/TID/comm); best effort."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, name[:15], 0, 0, 0)   # PR_SET_NAME
 
 
 def _ignore(*_args: Any) -> None:

@@ -3,11 +3,18 @@
 """sim_robot: the simulated camera, gripper and scene as one lifecycle node.
 
 While active, a simulation thread steps pybullet at 240 Hz simulated time and publishes
-``/clock``, ``/gripper/joint_states`` and ``/arm/tcp_pose`` after every step; every
+``/gripper/joint_states`` and ``/arm/tcp_pose`` after every step; every
 ``240 / camera_rate_hz`` steps it renders an RGB-D frame and publishes colour (rgb8), aligned
 depth (16UC1) and camera_info plus the ground truth (``/sim/objects``, ``/sim/mask``,
-``/sim/occupancy``). All stamps are simulated time, so the loop runs on ``/clock`` when
-rendering (~150 ms a frame here) is slower than real time.
+``/sim/occupancy``; only computed while someone subscribes). All stamps are simulated time, so
+the loop runs on ``/clock`` when rendering (~150 ms a frame here) is slower than real time.
+
+``/clock`` goes out at ``clock_rate_hz`` (every ``240 / clock_rate_hz``-th step) and always at
+a camera frame's stamp, just before the frame: while the loop computes a frame the clock reads
+that frame's stamp. Every ``use_sim_time`` process handles each ``/clock`` message in its
+executor, so the rate is what the whole graph pays for simulated time; nothing in the loop
+needs it finer (stamps come from the messages, the stall and deadline checks are 16 ms or
+more). This node keeps its own clock on simulated time without subscribing to its ``/clock``.
 
 Commands: ``/edge_loop/cmd/arm`` (TwistStamped, TCP velocity + yaw rate; the robot holds still
 when none arrived for ``watchdog_s`` of simulated time) and ``/edge_loop/cmd/gripper``
@@ -31,8 +38,10 @@ import numpy as np
 from geometry_msgs.msg import PoseArray, PoseStamped, TwistStamped
 from nav_msgs.msg import OccupancyGrid
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.clock_type import ClockType
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
 from std_srvs.srv import Trigger
@@ -94,6 +103,9 @@ class SimRobot(StageNode):
               '/gripper/joint_states); false models pads that sense normal force only'),
         Param('clock_start_s', 1.0, 'Simulated time of the first step (0 would read as unset)',
               min=0.0, max=1e9),
+        Param('clock_rate_hz', 60.0,
+              '/clock messages per simulated second (240 = every physics step); a camera '
+              "frame's stamp is always published", min=1.0, max=PHYSICS_HZ),
     )
 
     def __init__(self, **kwargs: Any) -> None:
@@ -121,6 +133,19 @@ class SimRobot(StageNode):
         self.lockstep_timeouts = 0
         self.ignored_commands = 0
         self._wall_at_frame = (0.0, 0)
+        self._clock_ns = -1      # last time published on /clock
+        self._own_sim_time = self._take_own_clock()
+
+    def _take_own_clock(self) -> bool:
+        """With use_sim_time, drive this node's clock directly instead of from /clock.
+
+        rclpy's TimeSource would subscribe to the /clock this node publishes and take every
+        message through the executor; the simulation thread sets the time itself instead.
+        """
+        if not self.get_parameter('use_sim_time').value:
+            return False
+        self._time_source.detach_node()   # drops its /clock subscription; clocks stay on ROS time
+        return True
 
     # --- lifecycle ------------------------------------------------------------------------
     def configure_stage(self) -> None:
@@ -278,10 +303,13 @@ class SimRobot(StageNode):
         try:
             self._loop()
         except Exception as exc:  # noqa: BLE001 - report and stop rather than die silently
+            if self._stop.is_set() or not self.context.ok():
+                return   # shutting down: Ctrl-C invalidates the context under a publish
             self.get_logger().error(f'simulation thread failed: {type(exc).__name__}: {exc}')
 
     def _loop(self) -> None:
         steps_per_frame = max(1, round(PHYSICS_HZ / self.params['camera_rate_hz']))
+        steps_per_clock = max(1, round(PHYSICS_HZ / self.params['clock_rate_hz']))
         rtf = self.params['max_realtime_factor']
         wall0, sim0 = time.monotonic(), self._steps
         next_frame = self._steps
@@ -301,12 +329,16 @@ class SimRobot(StageNode):
             if self._steps >= next_frame:
                 next_frame = self._steps + steps_per_frame
                 stamp_ns = self._now_ns()
+                if self._clock_ns != stamp_ns:
+                    self._publish_clock(stamp_ns)   # the loop computes the frame at its stamp
                 self._render_and_publish(world, stamp_ns)
                 if self.params['lockstep']:
                     self._wait_for_answer(stamp_ns)
             self._apply_commands(world)
             world.step()
             self._steps += 1
+            if self._steps % steps_per_clock == 0:
+                self._publish_clock(self._now_ns())
             self._publish_state(world)
             self._judge_grasp(world)
             if rtf > 0:
@@ -382,18 +414,30 @@ class SimRobot(StageNode):
             loan.publish(info.header.stamp, info.header.frame_id, info)
 
     def _publish_ground_truth(self, world: SimWorld, frame: SimFrame, stamp_ns: int) -> None:
+        # Computed only for a subscriber: the closed-loop demo has none, and the visible
+        # centroids and ray-cast occupancy cost milliseconds a frame.
         frame_world = self.params['world_frame']
-        self._pubs['objects'].publish(
-            sim_msgs.sim_objects(world.visible_centroids(frame), stamp_ns, frame_world))
-        self._pubs['mask'].publish(sim_msgs.image(frame.label, 'mono16', stamp_ns))
-        self._pubs['occupancy'].publish(
-            sim_msgs.occupancy(world.gt_occupancy(), stamp_ns, frame_world))
+        pubs = self._pubs
+        if pubs['objects'].get_subscription_count():
+            pubs['objects'].publish(
+                sim_msgs.sim_objects(world.visible_centroids(frame), stamp_ns, frame_world))
+        if pubs['mask'].get_subscription_count():
+            pubs['mask'].publish(sim_msgs.image(frame.label, 'mono16', stamp_ns))
+        if pubs['occupancy'].get_subscription_count():
+            pubs['occupancy'].publish(
+                sim_msgs.occupancy(world.gt_occupancy(), stamp_ns, frame_world))
+
+    def _publish_clock(self, t_ns: int) -> None:
+        self._clock_ns = t_ns
+        self._pubs['clock'].publish(sim_msgs.clock(t_ns))
+        if self._own_sim_time:
+            self.get_clock().set_ros_time_override(Time(nanoseconds=t_ns,
+                                                        clock_type=ClockType.ROS_TIME))
 
     def _publish_state(self, world: SimWorld) -> None:
         t_ns = self._now_ns()
         pos, vel, force = world.gripper.joint_state()
         xyz, yaw = world.gripper.tcp_pose()
-        self._pubs['clock'].publish(sim_msgs.clock(t_ns))
         shears = world.gripper.measured_shear() if self.params['shear_sensing'] else None
         self._pubs['joints'].publish(sim_msgs.joint_state(pos, vel, force, t_ns, shears))
         self._pubs['tcp'].publish(

@@ -304,3 +304,62 @@ def test_configures_from_the_deployed_params_file(harness, node_procs):
                                                'pick_controller')} <= stages
     client.transition('shutdown', timeout=10.0)
     assert 'Traceback' not in proc.output()
+
+
+def test_on_simulated_time_deadlines_follow_the_clock(harness, node_procs):
+    # use_sim_time: the monitor reads /clock in its deadline thread. A command that arrived
+    # before /clock passed its deadline is on time even when the thread sees both at once;
+    # a missing command is a miss as soon as /clock passes the deadline; the node clock
+    # (diagnostics stamps) follows /clock.
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import CameraInfo
+
+    node_procs('deadline_monitor', params={**MONITOR_PARAMS, 'use_sim_time': True,
+                                           'misses_to_deactivate': 1000, 'stall_periods': 50})
+    stops = Received(harness, Header, '/edge_loop/safe_stop')
+    diags = Received(harness, DiagnosticArray, '/diagnostics')
+    client = harness.lifecycle('deadline_monitor')
+    client.wait_for_state('unconfigured', 30.0)
+    client.transition('configure', timeout=30.0)
+    client.transition('activate', timeout=10.0)
+    clock = harness.node.create_publisher(Clock, '/clock', 10)
+    camera = harness.node.create_publisher(CameraInfo, '/camera/color/camera_info', 10)
+    command = harness.node.create_publisher(TwistStamped, '/edge_loop/cmd/arm', 10)
+    for pub in (clock, camera, command):
+        harness.wait_until(lambda p=pub: p.get_subscription_count() >= 1, 30.0, pub.topic_name)
+
+    def at(t_ns: int, msg):
+        stamp = msg.clock if isinstance(msg, Clock) else msg.header.stamp
+        stamp.sec, stamp.nanosec = divmod(t_ns, 1_000_000_000)
+        return msg
+
+    step_ns, budget_ns = 300_000_000, int(BUDGET_S * 1e9)   # frames 0.3 s of sim time apart
+    missing = {12, 15}
+    stamps = []
+    for k in range(20):
+        t = 1_000_000_000 + k * step_ns
+        stamps.append(t)
+        clock.publish(at(t, Clock()))
+        camera.publish(at(t, CameraInfo()))
+        if k not in missing:
+            command.publish(at(t, TwistStamped()))
+        clock.publish(at(t + budget_ns + 50_000_000, Clock()))   # right away past the deadline
+        time.sleep(0.05)   # pacing only: the wall time between frames does not matter
+    for k in range(1, 13):   # one more simulated second without frames: diagnostics
+        clock.publish(at(stamps[-1] + step_ns + k * 100_000_000, Clock()))
+        time.sleep(0.02)
+    expected = {stamps[k] for k in missing}
+    harness.wait_until(lambda: expected <= set(_stamps(stops.timed())), 10.0,
+                       'safe stops for the missing frames')
+    harness.wait_until(lambda: int(loop_status(diags)[1].get('frames', 0)) >= 20, 10.0,
+                       'diagnostics of all frames')
+    assert _stamps(stops.timed()) == sorted(expected)     # one each, and no false positive
+    assert not [m for m in stops.msgs() if m.frame_id != 'deadline_miss']
+    values = loop_status(diags)[1]
+    assert int(values['misses']) == 2 and values['enforcing'] == 'yes'
+    # detected on the simulated clock, at the first /clock tick past the deadline that the
+    # monitor saw (t + 250 ms; the next frame's t + 300 ms if DDS delivered that one first)
+    assert 50.0 <= float(values['detect_delay_p99_ms']) <= 100.0
+    # diagnostics are stamped on the simulated clock
+    last = _ns(diags.msgs()[-1].header.stamp)
+    assert stamps[0] <= last <= stamps[-1] + step_ns + 1_200_000_000

@@ -54,8 +54,11 @@ def test_sim_robot_publishes_and_answers_an_arm_command(large_data, harness, nod
                        and len(mask) >= 1 and len(occupancy) >= 1 and len(objects) >= 1,
                        60.0, 'two camera frames and ground truth')
     harness.wait_until(lambda: len(tcp) > 20 and len(clock) > 5, 30.0, 'tcp poses and clock')
-    # camera topics: contract encodings, stamps paired, intrinsics in camera_info
-    c, d = color[0], depth[0]
+    # camera topics: contract encodings, stamps paired, intrinsics in camera_info (the two
+    # collectors may have matched the publishers a frame apart: pair by stamp)
+    depth_by_stamp = {_stamp_ns(m.header.stamp): m for m in list(depth)}
+    c = next(m for m in list(color) if _stamp_ns(m.header.stamp) in depth_by_stamp)
+    d = depth_by_stamp[_stamp_ns(c.header.stamp)]
     assert (c.encoding, d.encoding) == ('rgb8', '16UC1')
     assert (c.width, c.height, c.header.frame_id) == (640, 480, 'camera_color_optical_frame')
     assert _stamp_ns(c.header.stamp) == _stamp_ns(d.header.stamp) > 0
@@ -126,13 +129,16 @@ def test_sim_robot_bad_parameter_fails_configure(ros_domain, harness, node_procs
 
 
 def test_lockstep_waits_for_the_answer_to_each_frame(large_data, harness, node_procs):
+    # On simulated time, at a /clock rate below the physics rate (as the demo runs it).
     node_procs('sim_robot', params={'seed': 1, 'n_objects': 1, 'lockstep': True,
                                     'lockstep_timeout_s': 600.0, 'publish_ground_truth': False,
-                                    'max_realtime_factor': 0.0})
+                                    'max_realtime_factor': 0.0, 'use_sim_time': True,
+                                    'clock_rate_hz': 40.0})
     lc = harness.lifecycle('sim_robot')
     lc.wait_ready(30.0)
     info = harness.collect(CameraInfo, topics.CAMERA_INFO)
     tcp = harness.collect(PoseStamped, topics.TCP_POSE, 100)
+    clock = harness.collect(Clock, topics.CLOCK, QoSProfile(depth=100))
     pub = harness.node.create_publisher(TwistStamped, topics.ARM_CMD, 10)
     lc.transition('configure', timeout=60.0)
     lc.transition('activate', timeout=30.0)
@@ -149,6 +155,18 @@ def test_lockstep_waits_for_the_answer_to_each_frame(large_data, harness, node_p
         harness.wait_until(lambda e=expected: len(info) >= e, 60.0, f'frame {expected}')
     stamps = [_stamp_ns(m.header.stamp) for m in info]
     assert np.allclose(np.diff(stamps), 1e9 / 15, atol=1e6)
+    # /clock: every 6th physics step (40 Hz) and at each frame's stamp, before the frame;
+    # while the simulator waits for the answer the clock reads the frame's stamp
+    harness.wait_until(lambda: _stamp_ns(clock[-1].clock) == stamps[-1], 10.0,
+                       'clock at the last frame')
+    ticks = [_stamp_ns(m.clock) for m in clock if _stamp_ns(m.clock) <= stamps[-1]]
+    assert set(stamps[1:]) <= set(ticks)   # (the first may precede the collector's match)
+    assert np.all(np.diff(ticks) > 0) and np.all(np.diff(ticks) <= 6 * 1e9 / 240 + 2)
+    # frames at steps 16 and 32: in between only steps 18, 24 and 30 (multiples of 6)
+    assert len([t for t in ticks if stamps[1] < t < stamps[2]]) == 3
+    # its own clock is set by the simulation thread: sim_robot does not subscribe to /clock
+    readers = harness.node.get_subscriptions_info_by_topic(topics.CLOCK)
+    assert readers and 'sim_robot' not in {r.node_name for r in readers}
 
 
 def test_closed_loop_cube_grasp_is_judged_held(large_data, harness, node_procs):
