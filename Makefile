@@ -75,7 +75,7 @@ bench-grasp-state: setup
 bench-pick-kernel: setup
 	$(PY) -m edge_loop.pick_episode --episodes 100
 
-# 100 closed-loop picks through the whole ROS graph (long: about 30 s per pick here).
+# 100 closed-loop picks through the whole ROS graph (long: about 15 s per pick here).
 bench-pick: setup
 	$(VENV)/bin/edge-loop demo --episodes 100 --report reports/bench-pick
 

@@ -387,8 +387,9 @@ def run_episodes(args: argparse.Namespace, harness: Any, observer: LoopObserver,
             if fault is not None:
                 time.sleep(0.5)   # the manager's ~/active may trail the controller's state
                 fault = observer.fault()
-                result = (False, fault)
-                break
+                if fault is not None:
+                    result = (False, fault)
+                    break
             now = time.monotonic()
             if observer.sim_time != last_sim:
                 last_sim, last_sim_wall = observer.sim_time, now
