@@ -22,12 +22,14 @@ pytestmark = pytest.mark.ros
 
 # Behaviour, not speed, is tested here (bench/bench_deadline.py measures the 15 Hz / 66 ms
 # budget): a roomy budget keeps the Python fakes' scheduling jitter on a loaded CI machine
-# from turning nominal frames into misses.
+# from turning nominal frames into misses. The fake gripper (100 Hz from a Python thread of
+# this busy process) has been seen silent for 300 ms on CI: a gripper stall only after 1 s,
+# or a spurious stall miss joins the consecutive count that a test is about.
 RATE_HZ = 10.0
 BUDGET_S = 0.200
 MONITOR_PARAMS = {'control_rate_hz': RATE_HZ, 'end_to_end_budget_ms': BUDGET_S * 1000,
                   'misses_to_deactivate': 3, 'healthy_periods_to_ok': 15, 'stall_periods': 5,
-                  'gripper_stall_min_ms': 300.0, 'startup_grace_s': 3.0, 'arm_after_on_time': 5,
+                  'gripper_stall_min_ms': 1000.0, 'startup_grace_s': 3.0, 'arm_after_on_time': 5,
                   'diagnostics_period_s': 0.5}
 
 
@@ -133,7 +135,7 @@ def _stamps(stops, reason='deadline_miss') -> list[int]:
 
 
 def test_nominal_frames_no_miss_late_and_missing_command_safe_stop(harness, rig):
-    rig.start_monitor(misses_to_deactivate=1000, gripper_stall_min_ms=1000.0)
+    rig.start_monitor(misses_to_deactivate=1000)
     _wait_matched(harness, rig.fake)
     late = FramePlan(command_delay_s=BUDGET_S + 0.060)
     slow_stages = FramePlan(command_delay_s=0.080, stage_delay_s=0.060)   # in time overall
