@@ -21,11 +21,9 @@ joint states are not even woken for, only drained when the thread wakes anyway.
 Simulated time (``use_sim_time``): ``/clock`` is taken by that thread too, instead of by
 rclpy's TimeSource through the executor (one executor callback per /clock message was most of
 the monitor's CPU in simulation). Each message gets the simulated time of the last /clock
-sent before it: messages are held for ``sim_order_grace_ms`` of wall time and taken in order of
-their DDS source timestamps, so a command is not judged late because the simulator stepped on
-(it may run far ahead of wall time) before the command reached this process; deadlines are
-checked whenever /clock moves, with no wall-clock polling. The node's clock (timers,
-diagnostics stamps) is set from the same messages.
+received before it (DDS receive order), so a command is not judged late because the simulator
+stepped on before the thread woke; deadlines are checked whenever /clock moves, with no wall-clock
+polling. The node's clock (timers, diagnostics stamps) is set from the same messages.
 """
 
 from __future__ import annotations
@@ -172,10 +170,6 @@ class DeadlineMonitor(StageNode):
               'command amid a start-up backlog is not a warm pipeline)', min=1, max=1000),
         Param('window', 300, 'Samples in each latency window (p50/p99)', min=10, max=100_000),
         Param('diagnostics_period_s', 1.0, 'Period of /diagnostics (s)', min=0.05, max=60.0),
-        Param('sim_order_grace_ms', 30.0,
-              'use_sim_time: wall-clock wait before a message is judged, so that messages '
-              'are ordered by when they were sent (a command the simulator already answered '
-              'can reach this process after the /clock ticks it caused)', min=0.0, max=1000.0),
         Param('rt_priority', 10,
               'SCHED_FIFO priority of the deadline thread (0: do not ask for real time)',
               min=0, max=99),
@@ -199,10 +193,6 @@ class DeadlineMonitor(StageNode):
         self._active = False
         self._sim_time = False
         self._sim_now_ns = 0      # newest /clock time (use_sim_time)
-        self._sim_grace_ns = 0
-        # use_sim_time: drained messages wait here, in send order, for sim_order_grace_ms
-        self._sim_pending: list[tuple[int, int, _Input, int, bytes]] = []
-        self._sim_seq = 0
         self._node_clock_ns = 0
         self._wakeups = 0         # of the deadline thread, reported on /diagnostics
         self.rt_scheduling = 'not started'
@@ -221,8 +211,6 @@ class DeadlineMonitor(StageNode):
         self._period_ns = int(NS_PER_S / p['control_rate_hz'])
         self._budget_ns = int(p['end_to_end_budget_ms'] * NS_PER_MS)
         self._sim_time = bool(self.get_parameter('use_sim_time').value)
-        self._sim_grace_ns = int(p['sim_order_grace_ms'] * NS_PER_MS)
-        self._sim_pending = []
         stage_types = [_message_type(t) for t in p['stage_types']]
         self._reset_state()
 
@@ -462,10 +450,7 @@ class DeadlineMonitor(StageNode):
                 taken: list[tuple[int, int, _Input, int, bytes]] = []
                 for entry in drain_order:
                     self._drain(entry, taken)
-                if self._sim_time:
-                    taken = self._sim_ready(taken)
-                else:
-                    taken.sort(key=lambda t: (t[0], t[1]))
+                taken.sort(key=lambda t: (t[0], t[1]))
                 for receive_ns, _, entry, stamp, data in taken:
                     if entry.clock:
                         self._sim_now_ns = stamp
@@ -480,36 +465,11 @@ class DeadlineMonitor(StageNode):
                 if self._active:
                     self._enforce(self._now_ns())
 
-    def _sim_ready(self, taken: list[tuple[int, int, _Input, int, bytes]]
-                   ) -> list[tuple[int, int, _Input, int, bytes]]:
-        """use_sim_time: the messages to judge now, in the order they were sent.
-
-        Simulated time can run far ahead of wall time between frames (a lock-step simulator
-        catches up), so a few milliseconds of delivery delay would turn into a late command.
-        Every message is held for ``sim_order_grace_ms`` of wall time and then taken in order
-        of its DDS source timestamp (one host clock: the controller's command was sent before
-        the /clock ticks of the steps it released).
-        """
-        for item in taken:
-            self._sim_seq += 1
-            self._sim_pending.append((item[0], self._sim_seq) + item[2:])
-        self._sim_pending.sort(key=lambda t: (t[0], t[1]))
-        horizon = time.time_ns() - self._sim_grace_ns
-        n = 0
-        while n < len(self._sim_pending) and self._sim_pending[n][0] <= horizon:
-            n += 1
-        ready, self._sim_pending = self._sim_pending[:n], self._sim_pending[n:]
-        return ready
-
     def _wait_ns(self) -> tuple[int, int | None]:
         """Relative wait until the next thing that can be due (ns), and that due time."""
         if self._sim_time:
-            # Simulated time moves only with /clock, which wakes the thread: nothing falls
-            # due before it (a lock-step simulator may hold the clock still for long); held
-            # messages are judged when their grace ends.
-            if self._sim_pending:
-                wait = self._sim_pending[0][0] + self._sim_grace_ns - time.time_ns()
-                return max(wait, _MIN_WAIT_NS), None
+            # Simulated time moves only with /clock, which wakes the thread: nothing can fall
+            # due before it (and a lock-step simulator may hold the clock still for long).
             return _MAX_WAIT_NS, None
         with self._lock:
             if not self._active:
@@ -529,12 +489,6 @@ class DeadlineMonitor(StageNode):
         received = info.get('received_timestamp') if isinstance(info, dict) else None
         return int(received) if received else time.time_ns()
 
-    @staticmethod
-    def _sent_wall_ns(info: dict[str, Any]) -> int:
-        """DDS source stamp (the publisher's system clock, ns); else the receive stamp."""
-        sent = info.get('source_timestamp') if isinstance(info, dict) else None
-        return int(sent) if sent else DeadlineMonitor._received_wall_ns(info)
-
     def _receive_ns(self, info: dict[str, Any]) -> int:
         """Receive time on the monitor's clock: DDS receive stamp on real time, else now."""
         if self._sim_time:
@@ -552,8 +506,7 @@ class DeadlineMonitor(StageNode):
                 stamp = header_stamp_ns(data)
             except ValueError:
                 continue
-            when = self._sent_wall_ns(info) if self._sim_time else self._received_wall_ns(info)
-            out.append((when, len(out), entry, stamp, data))
+            out.append((self._received_wall_ns(info), len(out), entry, stamp, data))
 
     def _poll_joint_states(self) -> None:
         if self._joint_sub is None:
