@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import tempfile
 import threading
@@ -38,6 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from proc_stats import cpu_of, cpu_seconds, stat_fields
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / 'test' / 'ros'))
@@ -57,12 +57,6 @@ STAGES = (  # six watched stages: (name, topic, type)
 BUDGETS_MS = [30.0, 30.0, 30.0, 30.0, 10.0, 10.0]
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system, all threads) of a process."""
-    fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
-
-
 _POLICY = {0: 'other', 1: 'fifo', 2: 'rr', 3: 'batch', 5: 'idle'}
 
 
@@ -72,13 +66,12 @@ def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
     for task in Path(f'/proc/{pid}/task').iterdir():
         try:
             comm = (task / 'comm').read_text().strip()
-            fields = (task / 'stat').read_text().rsplit(')', 1)[1].split()
+            fields = stat_fields(task / 'stat')
         except OSError:
             continue   # the thread ended
         policy = _POLICY.get(int(fields[38]), fields[38])
         label = f'{comm} ({policy}{" " + fields[37] if policy == "fifo" else ""})'
-        out[int(task.name)] = (label, (int(fields[11]) + int(fields[12]))
-                               / os.sysconf('SC_CLK_TCK'))
+        out[int(task.name)] = (label, cpu_of(fields))
     return out
 
 
@@ -91,13 +84,13 @@ def thread_table(before: dict[int, tuple[str, float]], after: dict[int, tuple[st
             for cpu, name, tid in rows[:top] if cpu > 0]
 
 
-def latest_loop_value(diags: list, key: str) -> str | None:
-    """The newest value of ``key`` in the monitor's loop status."""
+def loop_values(diags: list) -> dict[str, str]:
+    """The monitor's newest loop status as {key: value} ({} before the first)."""
     for msg in reversed(diags):
         for status in msg.status:
             if status.name.endswith(': loop'):
-                return {kv.key: kv.value for kv in status.values}.get(key)
-    return None
+                return {kv.key: kv.value for kv in status.values}
+    return {}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -190,13 +183,14 @@ def run(h, monitor, args, budget_s: float) -> int:
     first_nominal = fake.frame_index
     cpu0, wall0 = cpu_seconds(monitor.pid), time.monotonic()
     threads0 = thread_cpu(monitor.pid)
-    wakes0 = latest_loop_value(diags, 'deadline_thread_wakeups')
+    wakes0 = loop_values(diags).get('deadline_thread_wakeups')
     time.sleep(args.nominal_s)
     cpu1, wall1 = cpu_seconds(monitor.pid), time.monotonic()
     threads1 = thread_cpu(monitor.pid)
     nominal_frames = fake.frame_index - first_nominal
-    time.sleep(1.2)   # the next diagnostics
-    wakes1 = latest_loop_value(diags, 'deadline_thread_wakeups')
+    seen = len(diags)
+    h.wait_until(lambda: loop_values(diags[seen:]), 5.0, "the monitor's next diagnostics")
+    wakes1 = loop_values(diags).get('deadline_thread_wakeups')
     with lock:
         nominal_stops = list(stops)
     cpu_pct = 100.0 * (cpu1 - cpu0) / (wall1 - wall0)
@@ -269,14 +263,7 @@ def run(h, monitor, args, budget_s: float) -> int:
                    for (t, _), s in zip(miss_stops, stop_stamps) if s in fault_frames]
 
     diags = diags[:diags_end]
-    loop = {}
-    for msg in reversed(diags):
-        for st in msg.status:
-            if st.name.endswith(': loop'):
-                loop = {kv.key: kv.value for kv in st.values}
-                break
-        if loop:
-            break
+    loop = loop_values(diags)
     stage_rows = []
     for msg in reversed(diags):
         for st in msg.status:

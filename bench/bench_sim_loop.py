@@ -34,9 +34,11 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from proc_stats import cpu_of, stat_fields
+
+from edge_loop.testing import domain_env
 
 ROOT = Path(__file__).resolve().parent.parent
-TICK = os.sysconf('SC_CLK_TCK')
 
 
 @dataclass
@@ -78,13 +80,13 @@ def process_tree(root_pid: int) -> dict[int, tuple[str, float]]:
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / 'stat').read_text().rsplit(')', 1)[1].split()
+            stat = stat_fields(entry / 'stat')
             cmdline = (entry / 'cmdline').read_bytes().split(b'\0')
         except OSError:
             continue
         pid = int(entry.name)
         parent[pid] = int(stat[1])
-        info[pid] = (_label(cmdline), (int(stat[11]) + int(stat[12])) / TICK)
+        info[pid] = (_label(cmdline), cpu_of(stat))
     out = {}
     for pid in info:
         p = pid
@@ -115,12 +117,8 @@ def run_demo(variant: Variant, episodes: int, seed: int, work: Path, index: int)
     out.mkdir(parents=True)
     params_file = out / 'pick.yaml'
     params_file.write_text(yaml.safe_dump(params))
-    env = dict(os.environ)
+    env = domain_env(150 + (os.getpid() + index) % 60, out / 'ros_log')
     env['PYTHONPATH'] = os.pathsep.join([str(variant.root), env.get('PYTHONPATH', '')])
-    env['ROS_DOMAIN_ID'] = str(150 + (os.getpid() + index) % 60)
-    env['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
-    env['ROS_LOG_DIR'] = str(out / 'ros_log')
-    env['PYTHONUNBUFFERED'] = '1'
     cmd = [sys.executable, '-m', 'edge_loop.cli', 'demo', '--episodes', str(episodes),
            '--seed', str(seed), '--params-file', str(params_file), '--report', str(out / 'report'),
            '--log-dir', str(out / 'logs')]
