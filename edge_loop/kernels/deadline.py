@@ -68,6 +68,18 @@ class Frame:
     command_ns: int | None = None
 
 
+def frame_report(frame: Frame, stages: list[str] | tuple[str, ...]) -> str:
+    """What a missed frame got before its deadline: names the stage that held it up.
+
+    E.g. ``object_locator 21.0 ms, grasp_planner none, command none``.
+    """
+    parts = [f'{stage} {(frame.stages[stage] - frame.stamp_ns) / NS_PER_MS:.1f} ms'
+             if stage in frame.stages else f'{stage} none' for stage in stages]
+    parts.append('command none' if frame.command_ns is None else
+                 f'command {(frame.command_ns - frame.stamp_ns) / NS_PER_MS:.1f} ms')
+    return ', '.join(parts)
+
+
 class CommandResult(Enum):
     """What a command (or other frame-closing output) meant for its frame."""
 

@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any
 
+import rclpy
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
@@ -221,6 +222,8 @@ class BagPlayer(StageNode):
         except BagError as exc:
             self.get_logger().error(f'playback stopped: {exc}')
         except Exception as exc:  # noqa: BLE001 - a playback thread must not die silently
+            if self._stop.is_set() or not rclpy.ok(context=self.context):
+                return   # Ctrl-C invalidated the context under a publish: a stop, not an error
             self.get_logger().error(f'playback stopped: {type(exc).__name__}: {exc}')
 
     def _play(self) -> None:

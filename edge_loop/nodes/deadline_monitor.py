@@ -64,6 +64,7 @@ from edge_loop.kernels.deadline import (
     LatencyWindow,
     Level,
     StallWatch,
+    frame_report,
     header_stamp_ns,
 )
 from edge_loop.lifecycle_client import LifecycleClient, LifecycleError
@@ -569,7 +570,8 @@ class DeadlineMonitor(StageNode):
         if frame.command_ns <= frame.deadline_ns:
             self._frame_on_time(frame.stamp_ns, frame.command_ns)
         else:
-            self._miss(frame.stamp_ns, 'deadline_miss', frame.deadline_ns, now)
+            self._miss(frame.stamp_ns, 'deadline_miss', frame.deadline_ns, now,
+                       self._frame_detail(frame))
 
     def _on_stage(self, stage: str, stamp: int, now: int) -> None:
         stats = self._stages[stage]
@@ -629,7 +631,8 @@ class DeadlineMonitor(StageNode):
             elif not self._controller_enabled and self._pipeline_ok(frame):
                 self._healthy()
             else:
-                self._miss(frame.stamp_ns, 'deadline_miss', frame.deadline_ns, now)
+                self._miss(frame.stamp_ns, 'deadline_miss', frame.deadline_ns, now,
+                           self._frame_detail(frame))
         if not enforcing:
             return
         due = self._camera_watch.next_check_ns()
@@ -651,7 +654,14 @@ class DeadlineMonitor(StageNode):
         return all(frame.stages.get(s, frame.deadline_ns + 1) <= frame.deadline_ns
                    for s in self._frame_stages)
 
-    def _miss(self, stamp: int, reason: str, deadline: int, detected: int) -> None:
+    def _frame_detail(self, frame: Any) -> str:
+        # The stages that complete camera frames (not the gripper-rate grasp_state).
+        stages = [s for s in self._stages if s in self._frame_stages] or [
+            s for s in self._stages if s != self._command_stage]
+        return frame_report(frame, stages)
+
+    def _miss(self, stamp: int, reason: str, deadline: int, detected: int,
+              detail: str = '') -> None:
         """Safe stop now, then the bookkeeping."""
         self._detect.add(max(0, detected - deadline))
         t0 = time.perf_counter_ns()   # wall time on simulated time too
@@ -660,8 +670,9 @@ class DeadlineMonitor(StageNode):
         self._reasons[reason] = self._reasons.get(reason, 0) + 1
         to_error = self._health.miss()
         self.get_logger().warn(
-            f'{reason}: frame {stamp / NS_PER_S:.3f} (consecutive misses '
-            f'{self._health.consecutive}); safe stop published', throttle_duration_sec=1.0)
+            f'{reason}: frame {stamp / NS_PER_S:.3f} ({detail + "; " if detail else ""}'
+            f'consecutive misses {self._health.consecutive}); safe stop published',
+            throttle_duration_sec=1.0)
         if to_error and self._controller_enabled:
             self._controller_enabled = False
             self._deactivation = 'requested'

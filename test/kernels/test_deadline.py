@@ -19,6 +19,7 @@ from edge_loop.kernels.deadline import (
     LatencyWindow,
     Level,
     StallWatch,
+    frame_report,
     header_stamp_ns,
 )
 
@@ -182,3 +183,12 @@ def test_header_stamp_from_serialized_message(msg):
 def test_header_stamp_too_short():
     with pytest.raises(ValueError):
         header_stamp_ns(b'\x00\x01\x00\x00')
+
+
+def test_frame_report_names_what_a_missed_frame_got():
+    tracker = FrameTracker(budget_ns=66 * MS)
+    tracker.open(1000 * MS)
+    tracker.stage_done('object_locator', 1000 * MS, 1021 * MS)
+    (frame,) = tracker.expire(1066 * MS)
+    assert frame_report(frame, ['object_locator', 'grasp_planner']) == (
+        'object_locator 21.0 ms, grasp_planner none, command none')

@@ -59,6 +59,8 @@ class Outputs:
     counts: dict[str, int] = field(default_factory=dict)
     topic_types: dict[str, list[str]] = field(default_factory=dict)
     safe_stop_stamps: list[int] = field(default_factory=list)
+    safe_stop_reasons: list[str] = field(default_factory=list)
+    monitor_log: str = ''
     controller_state: str = ''
     copies_per_frame: dict[str, float] = field(default_factory=dict)
 
@@ -139,6 +141,7 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
                 elif kind == 'safe_stop':
                     out.safe_stops += 1
                     out.safe_stop_stamps.append(stamp)
+                    out.safe_stop_reasons.append(msg.frame_id)
             return cb
 
         def on_diagnostics(msg):
@@ -189,6 +192,8 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
             time.sleep(1.0)  # outputs of the last frame are still in flight
         finally:
             codes = graph.stop()
+            log = tmp_path / 'logs' / 'deadline_monitor.log'
+            out.monitor_log = log.read_text(errors='replace') if log.exists() else ''
     assert all(c in (0, None) for c in codes.values()), f'unclean exit codes: {codes}'
     return out
 
@@ -288,14 +293,22 @@ def test_realtime_replay_meets_the_budget_and_feeds_rviz(ros_domain, tmp_path):
     assert out.controller_state == 'active', (
         f'{scenario}: pick_controller is {out.controller_state} after real-time replay '
         '(deactivated by the deadline monitor?)')
-    judged = out.latencies_ms[warmup:]
+    # The window ends with the measured commands: what follows is this test's own graph
+    # queries (a new lifecycle client, the topic list), whose discovery traffic wakes every
+    # process at once; that is not the nominal loop.
+    judged = out.latencies_ms[warmup:warmup + measured]
     assert len(judged) >= measured // 2, f'only {len(judged)} commands after warm-up'
     p50, p99 = percentiles(judged)
     print(f'{scenario}: end-to-end p50 {p50:.1f} ms, p99 {p99:.1f} ms over {len(judged)} frames')
     assert p99 <= GATES['end_to_end_p99_ms'], (
         f'{scenario}: end-to-end p99 {p99:.1f} ms > {GATES["end_to_end_p99_ms"]} ms '
         f'(p50 {p50:.1f} ms over {len(judged)} commands after {warmup} warm-up)')
-    first_judged = out.commands[warmup][0] if len(out.commands) > warmup else 0
-    late = [s for s in out.safe_stop_stamps if s >= first_judged]
+    window = [stamp for stamp, _ in out.commands[warmup:warmup + measured]]
+    late = [f'{s / 1e9:.3f} {why}' for s, why in zip(out.safe_stop_stamps, out.safe_stop_reasons)
+            if window[0] <= s <= window[-1]]
+    print(f'{scenario}: {len(late)} safe stops in the judged window, '
+          f'{sum(s > window[-1] for s in out.safe_stop_stamps)} after it')
+    said = [line for line in out.monitor_log.splitlines() if 'miss' in line or 'silent' in line]
     assert len(late) <= GATES['max_deadline_misses'], (
-        f'{scenario}: {len(late)} safe stops (deadline misses) after warm-up in nominal replay')
+        f'{scenario}: {len(late)} safe stops after warm-up in nominal replay: {late}; '
+        'the deadline monitor said:\n' + '\n'.join(said[-10:]))

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from bag_fixtures import write_camera_bag
 
@@ -27,6 +29,28 @@ def test_full_cycle_through_services(node_procs, harness, tmp_path):
     assert 'Traceback' not in proc.output()
 
 
+def _thread_niceness(pid: int) -> set[int]:
+    out = set()
+    for task in Path(f'/proc/{pid}/task').iterdir():
+        # field 19 of stat (nice), counted after the command name's closing parenthesis
+        out.add(int((task / 'stat').read_text().rsplit(')', 1)[1].split()[16]))
+    return out
+
+
+def test_nice_applies_to_every_thread_at_configure(node_procs, harness, tmp_path):
+    write_camera_bag(tmp_path / 'bag', frames=1)
+    proc = node_procs('bag_player', params={'bag': str(tmp_path / 'bag'), 'nice': 3,
+                                            'wait_topics': ['/nobody'], 'wait_timeout_s': 0.0})
+    client = harness.lifecycle('bag_player')
+    client.wait_ready(20.0)
+    assert _thread_niceness(proc.pid) == {0}
+    client.transition('configure', timeout=30.0)
+    assert _thread_niceness(proc.pid) == {3}   # the middleware's threads too
+    client.transition('activate', timeout=10.0)   # the playback thread inherits it
+    assert _thread_niceness(proc.pid) == {3}
+    assert proc.wait_for_output('process niceness 3', 5.0), proc.output()
+
+
 @pytest.mark.parametrize(('param', 'value', 'message'), [
     ('rate', -1.0, "parameter 'rate' = -1.0"),
     ('rate', 'fast', "parameter 'rate' = 'fast': expected a double"),
@@ -34,6 +58,7 @@ def test_full_cycle_through_services(node_procs, harness, tmp_path):
     ('camera_position', [0.0, 1.0], "parameter 'camera_position' = [0.0, 1.0]: expected 3"),
     ('transport', 'carrier_pigeon', "parameter 'transport' = 'carrier_pigeon'"),
     ('loop', 3, "parameter 'loop' = 3: expected a bool"),
+    ('nice', 25, "parameter 'nice' = 25"),
 ])
 def test_bad_parameter_fails_configure_naming_it(node_procs, harness, tmp_path, param, value,
                                                  message):
