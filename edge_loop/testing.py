@@ -72,12 +72,15 @@ class RosHarness:
 
     def __init__(self, domain_id: int, name: str = 'test_harness') -> None:
         import rclpy
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import SingleThreadedExecutor
 
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=domain_id)
         self.node = rclpy.create_node(name, context=self.context)
-        self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
+        # Single-threaded: rclpy's MultiThreadedExecutor spins while its workers have not yet
+        # taken a ready message, and with 100 Hz fakes it held this process's GIL so much
+        # that a fake loop thread here went silent for up to 0.95 s (py-spy, CI flakes).
+        self.executor = SingleThreadedExecutor(context=self.context)
         self.matched: dict[str, int] = {}
         self._tracked: set[str] = set()
         self.error: BaseException | None = None   # what stopped the executor thread, if any

@@ -12,6 +12,7 @@ then ``closed`` with the reader's stats when stopped with SIGINT/SIGTERM.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import hashlib
 import json
 import signal
@@ -192,6 +193,9 @@ def run_consumer(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        # A shutdown that hangs (seen once in CI: SIGKILL after 15 s) leaves every thread's
+        # stack in the log for the test's failure message.
+        faulthandler.dump_traceback_later(8.0)
         reader.close()
         with lock:
             emit(event='closed', stats=dict(reader.stats))

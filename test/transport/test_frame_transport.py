@@ -166,7 +166,7 @@ def test_round_trip_every_format_shm(peers, iox_prefix):
     consumer.wait_for(lambda: consumer.of('frame') and consumer.of('frame')[-1]['seq'] == 24,
                       30, 'the last frame')
     assert _check_frames(producer, consumer) == set(ALL_FORMATS.split(','))
-    assert consumer.stop() == 0
+    assert consumer.stop() == 0, consumer.log.read_text(errors='replace')[-6000:]
     stats = consumer.of('closed')[0]['stats']
     assert stats['copies'] == 0 and stats['audited'] > 0 and stats['errors'] == 0
     # Both sides closed cleanly: only iceoryx2's 16-byte global file of the prefix remains.
