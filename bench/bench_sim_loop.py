@@ -70,6 +70,8 @@ class Run:
     wall_s: float = float('nan')
     episodes: list[tuple[bool, float, float]] = field(default_factory=list)  # ok, sim s, wall s
     cpu_s: dict[str, float] = field(default_factory=dict)
+    frames: int = 0
+    misses: int = 0
     error: str = ''
 
 
@@ -157,6 +159,9 @@ def run_demo(variant: Variant, episodes: int, seed: int, work: Path, index: int)
     rows = re.findall(r'^\| \d+ \| \w+ \| -?\d+ \| ([\w ]+?) \| \d+ \| ([\d.]+) \| ([\d.]+) \|$',
                       report.read_text() if report.exists() else '', re.MULTILINE)
     run.episodes = [(result == 'success', float(sim), float(wall)) for result, sim, wall in rows]
+    found = re.search(r'frames (\d+), commands \d+, deadline misses (\d+)', ''.join(lines))
+    if found:
+        run.frames, run.misses = int(found.group(1)), int(found.group(2))
     return run
 
 
@@ -191,6 +196,8 @@ def summarize(variants: list[Variant], runs: list[Run]) -> None:
     row('wall s per pick (episode p50)', lambda rs: f'{np.median(walls(rs)):.1f}')
     row('wall s per pick (run means)', lambda rs: ' '.join(
         f'{r.wall_s / max(len(r.episodes), 1):.1f}' for r in rs))
+    row('deadline misses / frames', lambda rs: f'{sum(r.misses for r in rs)}/'
+        f'{sum(r.frames for r in rs)}')
     row('real-time factor (sim s / wall s)', lambda rs: f'{sum(sims(rs)) / sum(walls(rs)):.3f}')
     print()
     print('CPU in % of one core while the episodes ran (mean over runs):')
