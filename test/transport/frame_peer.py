@@ -140,7 +140,7 @@ def run_producer(args: argparse.Namespace) -> int:
 
 def run_consumer(args: argparse.Namespace) -> int:
     import rclpy
-    from rclpy.executors import ExternalShutdownException
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     from edge_loop.transport import FrameReader
 
@@ -187,9 +187,17 @@ def run_consumer(args: argparse.Namespace) -> int:
     reader = FrameReader(node, args.transport, args.channel, callback=on_frame,
                          audit=args.audit)
     holder['reader'] = reader
+    # Our own stop flag rather than rclpy's signal handling: twice in CI (Jazzy and Kilted) a
+    # consumer in rclpy.spin() let a SIGINT pass and was killed 15 s later.
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    signal.signal(signal.SIGINT, lambda *a: stop.set())
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
     emit(event='ready', transport=reader.transport)
     try:
-        rclpy.spin(node)
+        while not stop.is_set():
+            executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
