@@ -11,7 +11,7 @@ import time
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from dummy_stage import FakeLoop, FramePlan, start_dummy
-from geometry_msgs.msg import TwistStamped
+from geometry_msgs.msg import PoseArray, TwistStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Header
 from std_srvs.srv import Trigger
@@ -328,8 +328,9 @@ def test_on_simulated_time_deadlines_follow_the_clock(harness, node_procs):
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import CameraInfo
 
-    node_procs('deadline_monitor', params={**MONITOR_PARAMS, 'use_sim_time': True,
-                                           'misses_to_deactivate': 1000, 'stall_periods': 50})
+    monitor = node_procs('deadline_monitor', params={
+        **MONITOR_PARAMS, 'use_sim_time': True, 'misses_to_deactivate': 1000,
+        'stall_periods': 50})
     stops = Received(harness, Header, '/edge_loop/safe_stop')
     diags = Received(harness, DiagnosticArray, '/diagnostics')
     client = harness.lifecycle('deadline_monitor')
@@ -339,7 +340,11 @@ def test_on_simulated_time_deadlines_follow_the_clock(harness, node_procs):
     clock = harness.node.create_publisher(Clock, '/clock', 10)
     camera = harness.node.create_publisher(CameraInfo, '/camera/color/camera_info', 10)
     command = harness.node.create_publisher(TwistStamped, '/edge_loop/cmd/arm', 10)
-    for pub in (clock, camera, command):
+    # grasp_state runs on the gripper clock; in simulation every 16th of its stamps equals a
+    # camera stamp, which must not make it a stage that frames wait for
+    grasp_state = harness.node.create_publisher(DiagnosticArray, '/edge_loop/grasp_state', 10)
+    objects = harness.node.create_publisher(PoseArray, '/edge_loop/objects', 10)
+    for pub in (clock, camera, command, grasp_state, objects):
         harness.wait_until(lambda p=pub: p.get_subscription_count() >= 1, 30.0, pub.topic_name)
 
     def at(t_ns: int, msg):
@@ -355,6 +360,8 @@ def test_on_simulated_time_deadlines_follow_the_clock(harness, node_procs):
         stamps.append(t)
         clock.publish(at(t, Clock()))
         camera.publish(at(t, CameraInfo()))
+        grasp_state.publish(at(t, DiagnosticArray()))
+        objects.publish(at(t, PoseArray()))
         if k not in missing:
             command.publish(at(t, TwistStamped()))
         clock.publish(at(t + budget_ns + 50_000_000, Clock()))   # right away past the deadline
@@ -369,6 +376,9 @@ def test_on_simulated_time_deadlines_follow_the_clock(harness, node_procs):
                        'diagnostics of all frames')
     assert _stamps(stops.timed()) == sorted(expected)     # one each, and no false positive
     assert not [m for m in stops.msgs() if m.frame_id != 'deadline_miss']
+    assert monitor.wait_for_output('deadline_miss: frame', 5.0), monitor.output()
+    said = [line for line in monitor.output().splitlines() if 'deadline_miss: frame' in line]
+    assert all('object_locator' in line and 'grasp_state' not in line for line in said), said
     values = loop_status(diags)[1]
     assert int(values['misses']) == 2 and values['enforcing'] == 'yes'
     # detected on the simulated clock, at the first /clock tick past the deadline that the
