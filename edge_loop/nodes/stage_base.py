@@ -155,8 +155,8 @@ COMMON_PARAMS = (
     Param('debug_delay_ms', 0.0, 'Test only: extra processing delay per frame (fault injection)',
           min=0.0, max=10000.0),
     Param('nice', 0, 'CPU priority of this process (Linux nice, -20..19; below 0 needs '
-          'CAP_SYS_NICE): the stages on the camera-to-command path run ahead of the rest when '
-          'the host is loaded', min=-20, max=19),
+          'CAP_SYS_NICE), for a host shared with other work (make bench-replay compares)',
+          min=-20, max=19),
     Param('copy_audit', False, 'Debug: check per frame that the arrays handed to the kernel '
           'are views on the received frame (shared memory), and report copies per frame'),
 )

@@ -294,8 +294,7 @@ def test_realtime_replay_meets_the_budget_and_feeds_rviz(ros_domain, tmp_path):
         f'{scenario}: pick_controller is {out.controller_state} after real-time replay '
         '(deactivated by the deadline monitor?)')
     # The window ends with the measured commands: what follows is this test's own graph
-    # queries (a new lifecycle client, the topic list), whose discovery traffic wakes every
-    # process at once; that is not the nominal loop.
+    # queries (a new lifecycle client, the topic list) and the shutdown, not the nominal loop.
     judged = out.latencies_ms[warmup:warmup + measured]
     assert len(judged) >= measured // 2, f'only {len(judged)} commands after warm-up'
     p50, p99 = percentiles(judged)
