@@ -153,6 +153,14 @@ class SimRobot(StageNode):
         self._base_ns = int(self.params['clock_start_s'] * 1e9)
         self._steps = 0
         self._frames = 0
+        # The clock starts over: commands stamped on the old clock must not answer the new
+        # frames (lock-step would stop waiting) nor count as fresh (the arm would move on).
+        with self._cmd_cv:
+            self._twist = (np.zeros(3), 0.0)
+            self._twist_time_ns = -1
+            self._last_cmd_stamp_ns = -1
+            self._gripper_cmd = None
+        self._clock_ns = -1
         self._build_world(self._seed)
         pub = self.create_lifecycle_publisher
         # Camera frames go through the frame channel: written once into a shared-memory loan

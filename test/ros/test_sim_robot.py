@@ -167,6 +167,21 @@ def test_lockstep_waits_for_the_answer_to_each_frame(large_data, harness, node_p
     # its own clock is set by the simulation thread: sim_robot does not subscribe to /clock
     readers = harness.node.get_subscriptions_info_by_topic(topics.CLOCK)
     assert readers and 'sim_robot' not in {r.node_name for r in readers}
+    # A restart (as the lifecycle manager's ~/reset + ~/startup does it) starts the clock
+    # over: commands stamped on the old clock, however late, answer no new frame.
+    late = TwistStamped()
+    late.header.stamp.sec = 10_000
+    pub.publish(late)
+    harness.wait_until(lambda: len(info) >= 4, 60.0, 'frame 4 (answered by the late stamp)')
+    for transition in ('deactivate', 'cleanup', 'configure', 'activate'):
+        lc.transition(transition, timeout=60.0)
+    restarted = len(info)
+    harness.wait_until(lambda: len(info) > restarted, 60.0, 'first frame after the restart')
+    n_tcp = len(tcp)
+    with pytest.raises(AssertionError):
+        harness.wait_until(lambda: len(info) > restarted + 1 or len(tcp) > n_tcp, 1.5,
+                           'nothing after the restart')
+    assert _stamp_ns(info[-1].header.stamp) < stamps[0] + 1_000_000_000   # clock started over
 
 
 def test_closed_loop_cube_grasp_is_judged_held(large_data, harness, node_procs):
