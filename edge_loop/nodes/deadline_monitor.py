@@ -117,6 +117,19 @@ class _Input:
 
 
 @dataclass
+class _Taken:
+    """One message taken by the deadline thread."""
+
+    received: int          # DDS receive stamp (system clock, ns)
+    order: int             # take order (ties)
+    entry: _Input
+    stamp: int             # header stamp (ns)
+    data: bytes
+    source: int            # DDS source stamp: when the publisher sent it (system clock, ns)
+    done: bool = False     # already handled out of order (_settle)
+
+
+@dataclass
 class _StageStats:
     budget_ns: int
     topic: str
@@ -174,6 +187,11 @@ class DeadlineMonitor(StageNode):
         Param('rt_priority', 10,
               'SCHED_FIFO priority of the deadline thread (0: do not ask for real time)',
               min=0, max=99),
+        Param('sim_settle_ms', 20.0,
+              'Simulated time: before a /clock tick expires a frame without a command, wait '
+              'this long (wall) for a command published before that tick (a lock-step '
+              'simulator answered it, but the two topics reached us in the other order)',
+              min=0.0, max=1000.0),
         Param('hold_force_n', 5.0,
               'Gripper hold force when no gripper command was seen yet (N)', min=0.0),
     )
@@ -448,18 +466,25 @@ class DeadlineMonitor(StageNode):
                     self._wake_delay.add(woke - due)
                 # In receive order across topics (a command after its stages, a frame's
                 # camera_info before its outputs), as if each had woken the thread.
-                taken: list[tuple[int, int, _Input, int, bytes]] = []
+                taken: list[_Taken] = []
                 for entry in drain_order:
                     self._drain(entry, taken)
-                taken.sort(key=lambda t: (t[0], t[1]))
-                for receive_ns, _, entry, stamp, data in taken:
-                    if entry.clock:
-                        self._sim_now_ns = stamp
+                taken.sort(key=lambda t: (t.received, t.order))
+                index = 0
+                while index < len(taken):   # _settle may append commands that came late
+                    item = taken[index]
+                    index += 1
+                    if item.done:
+                        continue
+                    if item.entry.clock:
+                        if self._active:
+                            self._settle(item, taken, index)
+                        self._sim_now_ns = item.stamp
                         if self._active:   # a miss is due at the first tick past its deadline
-                            self._enforce(stamp)
+                            self._enforce(item.stamp)
                     elif self._active:
-                        self._on_message(entry, stamp,
-                                         self._sim_now_ns if self._sim_time else receive_ns, data)
+                        self._on_message(item.entry, item.stamp, self._sim_now_ns
+                                         if self._sim_time else item.received, item.data)
                 if self._sim_time:
                     self._update_node_clock()
                 self._poll_joint_states()
@@ -496,7 +521,7 @@ class DeadlineMonitor(StageNode):
             return self._sim_now_ns
         return self._received_wall_ns(info)
 
-    def _drain(self, entry: _Input, out: list[tuple[int, int, _Input, int, bytes]]) -> None:
+    def _drain(self, entry: _Input, out: list[_Taken]) -> None:
         handle = entry.subscription.handle
         while True:
             taken = handle.take_message(entry.msg_type, True)
@@ -507,7 +532,44 @@ class DeadlineMonitor(StageNode):
                 stamp = header_stamp_ns(data)
             except ValueError:
                 continue
-            out.append((self._received_wall_ns(info), len(out), entry, stamp, data))
+            received = self._received_wall_ns(info)
+            source = info.get('source_timestamp') if isinstance(info, dict) else None
+            out.append(_Taken(received, len(out), entry, stamp, data, int(source or received)))
+
+    def _settle(self, tick: _Taken, taken: list[_Taken], index: int) -> None:
+        """Before ``tick`` expires a frame on simulated time: take its commands sent earlier.
+
+        A lock-step simulator moves its clock past a frame's deadline only after the command
+        for that frame reached it, but the command and the /clock tick come to us on two
+        topics and may arrive in the other order. Commands published (source stamp) before the
+        tick count at the time before it: those already taken (marked done here)
+        and those that arrive within ``sim_settle_ms``. Later ones join ``taken`` (whose items
+        from ``index`` on are still to be handled) after the tick.
+        """
+        def expiring() -> bool:
+            deadline = self._tracker.next_deadline()
+            return deadline is not None and deadline <= tick.stamp
+
+        if not self._controller_enabled or not expiring():
+            return
+        commands = [e for e in self._inputs if e.command]
+        for item in taken[index:]:
+            if item.entry.command and not item.done and item.source <= tick.source:
+                item.done = True
+                self._on_message(item.entry, item.stamp, self._sim_now_ns, item.data)
+        end = time.monotonic() + self.params['sim_settle_ms'] / 1000.0
+        while expiring() and time.monotonic() < end:
+            fresh: list[_Taken] = []
+            for entry in commands:
+                self._drain(entry, fresh)
+            if not fresh:
+                time.sleep(0.001)
+                continue
+            for item in fresh:
+                if item.source <= tick.source:
+                    self._on_message(item.entry, item.stamp, self._sim_now_ns, item.data)
+                else:
+                    taken.append(item)   # after the tick, in arrival order
 
     def _poll_joint_states(self) -> None:
         if self._joint_sub is None:
