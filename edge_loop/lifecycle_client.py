@@ -92,6 +92,8 @@ class LifecycleClient:
         query that got no answer.
         """
         deadline = time.monotonic() + timeout
+        if resend_s:   # at least one resend within the timeout (CI: a first get_state to a
+            resend_s = min(resend_s, max(timeout / 4.0, 0.25))   # new node lost its reply)
         if not client.wait_for_service(timeout_sec=timeout):
             raise LifecycleError(f'node {self.target!r}: {client.srv_name} not available after '
                                  f'{timeout:.1f} s (is the process running?)')
