@@ -44,7 +44,6 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock_type import ClockType
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
@@ -55,6 +54,7 @@ from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 
 from edge_loop import topics
+from edge_loop.executors import MultiThreadedExecutor
 from edge_loop.kernels.deadline import (
     NS_PER_MS,
     NS_PER_S,

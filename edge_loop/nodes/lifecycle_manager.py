@@ -11,8 +11,9 @@ A plain rclpy node (not itself managed), like Nav2's lifecycle manager:
   was already active (the controller first).
 - Shutdown deactivates (controller first, then the others in reverse order), cleans up and
   shuts down in reverse order; reset stops after cleanup, so startup can run again.
-- While up, every node's ``get_state`` is polled each ``heartbeat_period_s`` without
-  waiting for the previous answer; a node that has not answered for
+- While up, every node's ``get_state`` is polled each ``heartbeat_period_s`` (one request
+  in flight per node, a companion after ``RESEND_S`` unanswered; a late answer still counts,
+  and the slowest round trip per node is on /diagnostics); a node that has not answered for
   ``heartbeat_timeout_s`` (a hung process), whose process has exited (nodes on this host
   publish ``host:pid`` in their read-only ``process`` parameter, checked every heartbeat),
   has left the ROS graph, or is no longer active is a failure: the controller is
@@ -22,8 +23,8 @@ A plain rclpy node (not itself managed), like Nav2's lifecycle manager:
 - Services ``~/startup``, ``~/shutdown``, ``~/reset`` (std_srvs/Trigger); ``~/active``
   (std_msgs/Bool, transient local) says whether the whole graph is up.
 
-Every call to another node runs in a reentrant callback group on a MultiThreadedExecutor,
-so a service callback can wait for other nodes' answers.
+Every call to another node runs in a reentrant callback group on a multi-threaded executor
+(edge_loop.executors), so a service callback can wait for other nodes' answers.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from lifecycle_msgs.srv import GetState
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -48,11 +49,15 @@ from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from edge_loop import topics
+from edge_loop.executors import MultiThreadedExecutor
 from edge_loop.lifecycle_client import STATE_LABELS, LifecycleClient, LifecycleError
 
 
 class ManagerConfigError(ValueError):
     """A parameter of the manager that makes it unable to start."""
+
+
+RESEND_S = 0.5   # an unanswered get_state gets a companion request after this long (s)
 
 
 class _Watch:
@@ -61,8 +66,9 @@ class _Watch:
     def __init__(self, now: float) -> None:
         self.last_answer = now
         self.state = 'unknown'
-        self.pending: list[Any] = []
+        self.pending: list[tuple[float, Any]] = []   # (sent at, future), oldest first
         self.pid: int | None = None   # when the node runs on this host
+        self.answer_ms: list[float] = []   # get_state round trips since the last diagnostics
 
 
 def _process_alive(pid: int) -> bool:
@@ -333,14 +339,31 @@ class LifecycleManager(Node):
                         f'{name!r} is inactive (deactivated by the deadline monitor?)')
             elif watch.state == 'active' and name == self.controller:
                 self.controller_note = ''
-            # drop requests that will never be answered, send a new one
-            watch.pending = [f for f in watch.pending if not f.done()]
-            for future in watch.pending[:-2]:
+            self._poll(name, watch, now)
+
+    def _poll(self, name: str, watch: _Watch, now: float) -> None:
+        """Keep one get_state in flight; a late answer still counts as a sign of life.
+
+        A busy node (sim_robot renders with the GIL held) can answer hundreds of ms late:
+        dropping a request after two more periods threw away every such answer, and a node
+        that answered late but steadily looked hung. A request is given up only after
+        ``heartbeat_timeout_s``; one unanswered for ``RESEND_S`` gets a companion in case the
+        request or its reply was lost.
+        """
+        keep = []
+        for sent, future in watch.pending:
+            if future.done():
+                continue
+            if now - sent > self.heartbeat_timeout:
                 self._heartbeat[name].remove_pending_request(future)
-            watch.pending = watch.pending[-2:]
-            future = self._heartbeat[name].call_async(GetState.Request())
-            future.add_done_callback(lambda f, w=watch: self._on_answer(w, f))
-            watch.pending.append(future)
+                continue
+            keep.append((sent, future))
+        watch.pending = keep
+        if keep and now - keep[-1][0] < RESEND_S:
+            return
+        future = self._heartbeat[name].call_async(GetState.Request())
+        future.add_done_callback(lambda f, w=watch, t=now: self._on_answer(w, f, t))
+        watch.pending.append((now, future))
 
     def _node_pid(self, name: str) -> int | None:
         """The pid of ``name`` from its ``process`` parameter, when it runs on this host."""
@@ -361,13 +384,15 @@ class LifecycleManager(Node):
         finally:
             self.destroy_client(client)
 
-    def _on_answer(self, watch: _Watch, future: Any) -> None:
+    def _on_answer(self, watch: _Watch, future: Any, sent: float) -> None:
         if future.cancelled() or future.exception() is not None:
             return
         state = future.result().current_state
+        now = time.monotonic()
         with self._lock:
-            watch.last_answer = time.monotonic()
+            watch.last_answer = max(watch.last_answer, now)
             watch.state = STATE_LABELS.get(state.id, state.label)
+            watch.answer_ms.append((now - sent) * 1000.0)
 
     def _failure(self, name: str, reason: str) -> None:
         with self._lock:
@@ -394,6 +419,9 @@ class LifecycleManager(Node):
         with self._lock:
             state, error, note = self.state, self.error, self.controller_note
             nodes = {n: w.state for n, w in self._watch.items()}
+            answers = {}
+            for n, w in self._watch.items():
+                answers[n], w.answer_ms = w.answer_ms, []
         status = DiagnosticStatus(name=f'{self.get_name()}: lifecycle', hardware_id='edge_loop')
         if state == 'failed':
             status.level, status.message = DiagnosticStatus.ERROR, error
@@ -404,7 +432,9 @@ class LifecycleManager(Node):
             status.message = note or state
         status.values = [KeyValue(key='state', value=state)] + [
             KeyValue(key=f'node {n}', value=nodes.get(n, 'not started'))
-            for n in self.node_names]
+            for n in self.node_names] + [
+            KeyValue(key=f'heartbeat {n} max ms', value=f'{max(answers[n]):.1f}')
+            for n in self.node_names if answers.get(n)]
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()
         self._diag_pub.publish(array)

@@ -37,9 +37,7 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseArray, PoseStamped, TwistStamped
 from nav_msgs.msg import OccupancyGrid
-from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock_type import ClockType
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
@@ -183,11 +181,10 @@ class SimRobot(StageNode):
             self.create_subscription(TwistStamped, topics.ARM_CMD, self._on_arm, 10),
             self.create_subscription(JointState, topics.GRIPPER_CMD, self._on_gripper, 10),
         ]
-        # The reset waits seconds for the simulation thread to rebuild the scene: its own
-        # callback group on a multi-threaded executor keeps get_state answering meanwhile
-        # (the lifecycle manager would otherwise take the node for hung).
-        self._srv = self.create_service(Trigger, '~/reset_scene', self._on_reset,
-                                        callback_group=ReentrantCallbackGroup())
+        # The reset waits for the simulation thread to rebuild the scene (~0.1 s, plus the
+        # end of a render): short enough for the single-threaded executor to wait too.
+        # A multi-threaded rclpy executor here spun against the renderer for the GIL.
+        self._srv = self.create_service(Trigger, '~/reset_scene', self._on_reset)
 
     def activate_stage(self) -> None:
         self._stop.clear()
@@ -491,7 +488,7 @@ class SimRobot(StageNode):
 
 def main(args: list[str] | None = None) -> int:
     """Run the sim_robot node."""
-    return run_node(SimRobot, args, executor_cls=MultiThreadedExecutor)
+    return run_node(SimRobot, args)
 
 
 if __name__ == '__main__':

@@ -33,13 +33,31 @@ def _dummy_class():
         """A lifecycle stage that only transitions."""
 
         PARAMS = (Param('gain', 1.0, 'A parameter that must be >= 0', min=0.0),
-                  Param('configure_delay_s', 0.0, 'Sleep in configure (s)', min=0.0))
+                  Param('configure_delay_s', 0.0, 'Sleep in configure (s)', min=0.0),
+                  Param('gil_hog_s', 0.0, 'While active, a busy thread holds the GIL this '
+                        'long at a time, as a render in sim_robot does (s)', min=0.0))
 
         def __init__(self) -> None:
             super().__init__('dummy_stage')
+            self._hog = threading.Event()
 
         def configure_stage(self) -> None:
             time.sleep(self.params['configure_delay_s'])
+
+        def activate_stage(self) -> None:
+            if self.params['gil_hog_s'] > 0.0:
+                # The interpreter hands the GIL over only every switch interval: every other
+                # thread (the executor answering get_state) waits up to that long per step.
+                sys.setswitchinterval(self.params['gil_hog_s'])
+                self._hog.set()
+                threading.Thread(target=self._busy, daemon=True).start()
+
+        def deactivate_stage(self) -> None:
+            self._hog.clear()
+
+        def _busy(self) -> None:
+            while self._hog.is_set():
+                sum(range(1000))
 
     return DummyStage
 

@@ -162,6 +162,31 @@ def test_controller_in_its_safe_state_stays_watched_not_failed(harness, graph):
     assert harness.lifecycle('pick_controller').get_state() == 'inactive'
 
 
+def test_a_node_that_answers_late_but_steadily_is_not_hung(harness, graph):
+    # mid_stage's executor gets the GIL only every 0.7 s (as sim_robot's while it renders):
+    # its get_state answers come 0.7-2 s after the request, later than the 0.1 s heartbeat
+    # period. Those answers are signs of life; only silence for heartbeat_timeout_s is a hang.
+    graph.start_dummies({'mid_stage': {'gil_hog_s': 0.7}})
+    manager = graph.start_manager(heartbeat_timeout_s=2.5, diagnostics_period_s=0.5)
+    answer = graph.call('startup')
+    assert answer.success, answer.message
+    harness.wait_until(lambda: graph.active[-1:] == [True], 10.0, '~/active true')
+    graph.diags.clear()
+    time.sleep(8.0)                            # over three heartbeat timeouts
+    assert 'failure' not in manager.output(), manager.output()[-2000:]
+    slowest = [float(v.value) for d in graph.diags for s in d.status for v in s.values
+               if v.key == 'heartbeat mid_stage max ms']
+    print(f'mid_stage get_state round trips, slowest per diagnostics period: {slowest}')
+    assert slowest and max(slowest) > 500.0, 'the hog did not delay the answers: no test'
+    # A stopped process answers nothing: that is still a hang, within the timeout.
+    graph.dummies['mid_stage'].signal(signal.SIGSTOP)
+    try:
+        assert manager.wait_for_output("failure detected: node 'mid_stage'", 10.0)
+        assert 'no get_state answer' in manager.output()
+    finally:
+        graph.dummies['mid_stage'].signal(signal.SIGCONT)
+
+
 def test_missing_node_names_is_a_clear_error(node_procs):
     manager = node_procs('lifecycle_manager', params={'autostart': True})
     assert manager.proc.wait(30.0) == 2
