@@ -12,6 +12,11 @@ only while someone subscribes to them (RViz, bags, a consumer in ``ros`` mode on
 place: the loan's arrays are views on the messages' bytes); the consumer pairs the three by
 stamp and calls the same callback with views on the received bytes. Processes that exchange
 images this way need ``FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA`` in their environment.
+
+A ``shm`` reader falls back to ``ros`` on its own when shared memory cannot be opened, and
+when the producer is on another host: its frames are announced on ``/edge_loop/frames`` but
+``REMOTE_AFTER_ANNOUNCEMENTS`` of them came and not one sample (the announcement watch ends
+at the first sample).
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ TRANSPORTS = ('shm', 'ros')
 QOS_CHOICES = ('reliable', 'best_effort')
 PUBLISHER_DEPTH = 5
 ANNOUNCE_DELAY_S = 0.001   # the consumers just woken run first; the announcement follows
+# A shm reader that has seen this many frame announcements and not one sample reads ROS images
+# instead (the producer is on another host); 15 is 1 s at the default 15 Hz camera.
+REMOTE_AFTER_ANNOUNCEMENTS = 15
 
 
 def image_qos(qos: str = 'reliable', depth: int = 2) -> QoSProfile:
@@ -385,12 +393,15 @@ class FrameReader:
     ``stats``: received; dropped = superseded (shm: frames replaced by a newer one before this
     reader took them, drop-oldest) + unpaired (ros: colour/depth/camera_info sets that never
     completed); copies (payload copies found by the audit, plus the deserialisation copy of
-    each plane over ROS); audited; restarts (producer restarts seen); errors; borrow_limit.
+    each plane over ROS); audited; restarts (producer restarts seen); errors; borrow_limit;
+    remote_fallback (1 once a ``shm`` reader switched to ROS images because the producer's
+    frames were announced but never arrived in shared memory: it runs on another host).
     """
 
     def __init__(self, node: Any, transport: str = 'shm', channel: str = 'edge_loop/rgbd',
                  callback: Callable[[RgbdFrame], None] | None = None, audit: bool = False, *,
-                 qos: str = 'reliable', sync_tolerance_ns: int = 0, queue_size: int = 8) -> None:
+                 qos: str = 'reliable', sync_tolerance_ns: int = 0, queue_size: int = 8,
+                 remote_fallback: bool = True) -> None:
         if callback is None:
             raise ValueError('FrameReader needs a callback')
         self.node = node
@@ -399,12 +410,17 @@ class FrameReader:
         self.audit = audit
         self.transport = _resolve(node, transport, 'FrameReader')
         self.stats = {'received': 0, 'dropped': 0, 'superseded': 0, 'unpaired': 0, 'copies': 0,
-                      'audited': 0, 'restarts': 0, 'errors': 0, 'borrow_limit': 0}
+                      'audited': 0, 'restarts': 0, 'errors': 0, 'borrow_limit': 0,
+                      'remote_fallback': 0}
         self._writer_id = 0
         self._last_seq = 0
         self._last_error_log = 0.0
         self._shm: shm_mod.ShmSubscriber | None = None
         self._subs: list[Any] = []
+        self._ros_args = (qos, sync_tolerance_ns, queue_size)
+        self._shm_seen = False
+        self._announced = 0
+        self._remote_watch: Any = None
         self._closed = False
         if self.transport == 'shm':
             try:
@@ -413,21 +429,61 @@ class FrameReader:
             except shm_mod.ShmUnavailableError as exc:
                 node.get_logger().warning(f"FrameReader: {exc}; falling back to transport 'ros'")
                 self.transport = 'ros'
+        if self.transport == 'shm' and remote_fallback:
+            # A producer on another host announces its frames over DDS, but its loans live in
+            # that host's memory: announcements without samples mean "read ROS images".
+            self._remote_watch = node.create_subscription(CameraInfo, topics.FRAMES,
+                                                          self._on_announcement, 10)
         if self.transport == 'ros':
-            self._sync = StampSynchroniser(queue_size=queue_size, tolerance_ns=sync_tolerance_ns)
-            self._ros_seq = 0
-            iq = image_qos(qos)
-            self._subs = [
-                node.create_subscription(Image, topics.COLOR,
-                                         lambda m: self._on_msg('color', m), iq),
-                node.create_subscription(Image, topics.DEPTH,
-                                         lambda m: self._on_msg('depth', m), iq),
-                node.create_subscription(CameraInfo, topics.CAMERA_INFO,
-                                         lambda m: self._on_msg('info', m), 10),
-            ]
+            self._open_ros()
+
+    def _open_ros(self) -> None:
+        qos, sync_tolerance_ns, queue_size = self._ros_args
+        self._sync = StampSynchroniser(queue_size=queue_size, tolerance_ns=sync_tolerance_ns)
+        self._ros_seq = 0
+        iq = image_qos(qos)
+        node = self.node
+        self._subs = [
+            node.create_subscription(Image, topics.COLOR,
+                                     lambda m: self._on_msg('color', m), iq),
+            node.create_subscription(Image, topics.DEPTH,
+                                     lambda m: self._on_msg('depth', m), iq),
+            node.create_subscription(CameraInfo, topics.CAMERA_INFO,
+                                     lambda m: self._on_msg('info', m), 10),
+        ]
+
+    # --- producer on another host ---------------------------------------------------------
+    def _on_announcement(self, _msg: Any) -> None:
+        if self._closed or self._remote_watch is None:
+            return
+        if self._shm_seen:   # the producer shares our memory: stop watching
+            self._drop_remote_watch()
+            return
+        self._announced += 1
+        if self._announced < REMOTE_AFTER_ANNOUNCEMENTS:
+            return
+        self._drop_remote_watch()
+        self.node.get_logger().warning(
+            f'FrameReader({self.channel}): {self._announced} frames announced on '
+            f'{topics.FRAMES} and none arrived over shared memory: the producer is on another '
+            "host (or in another iceoryx2 prefix); reading the ROS image topics (transport "
+            "'ros') from now on")
+        shm, self._shm = self._shm, None
+        if shm is not None:
+            shm.close()
+        self.transport = 'ros'
+        self.stats['remote_fallback'] = 1
+        self._open_ros()
+
+    def _drop_remote_watch(self) -> None:
+        watch, self._remote_watch = self._remote_watch, None
+        if watch is not None:
+            with contextlib.suppress(Exception):
+                self.node.destroy_subscription(watch)
 
     # --- shm ------------------------------------------------------------------------------
     def _on_sample(self, sample: Any, receive_ns: int) -> None:
+        self._shm_seen = True
         header, color, depth = shm_mod.decode(sample)
         writer_id, seq = int(header.writer_id), int(header.seq)
         if writer_id != self._writer_id:
@@ -523,6 +579,7 @@ class FrameReader:
         if self._shm is not None:
             self._shm.close()
             self._shm = None
+        self._drop_remote_watch()
         for sub in self._subs:
             with contextlib.suppress(Exception):
                 self.node.destroy_subscription(sub)

@@ -165,6 +165,7 @@ def run_consumer(args: argparse.Namespace) -> int:
         info = frame.camera_info
         fields = dict(
             event='frame', seq=frame.seq, writer_id=frame.writer_id, stamp_ns=frame.stamp_ns,
+            transport=frame.transport,
             frame_id=frame.frame_id, color_encoding=frame.color_encoding,
             depth_encoding=frame.depth_encoding,
             color_shape=None if frame.color is None else list(frame.color.shape),

@@ -112,8 +112,9 @@ def peers(ros_domain, iox_prefix, tmp_path):
     env['FASTDDS_BUILTIN_TRANSPORTS'] = 'LARGE_DATA'
     started: list[Peer] = []
 
-    def start(role: str, *args: str) -> Peer:
-        peer = Peer(role, list(args), env, tmp_path / f'{role}{len(started)}.log')
+    def start(role: str, *args: str, **extra_env: str) -> Peer:
+        peer = Peer(role, list(args), {**env, **extra_env},
+                    tmp_path / f'{role}{len(started)}.log')
         started.append(peer)
         return peer
 
@@ -169,6 +170,7 @@ def test_round_trip_every_format_shm(peers, iox_prefix):
     assert consumer.stop() == 0, consumer.log.read_text(errors='replace')[-6000:]
     stats = consumer.of('closed')[0]['stats']
     assert stats['copies'] == 0 and stats['audited'] > 0 and stats['errors'] == 0
+    assert stats['remote_fallback'] == 0   # 24 announcements, every one with its sample
     # Both sides closed cleanly: only iceoryx2's 16-byte global file of the prefix remains.
     assert {f for f in _iox_files(iox_prefix) if not f.endswith('global_mgmt')} == set()
 
@@ -315,6 +317,23 @@ def test_shm_producer_serves_a_ros_consumer_the_same_frames(peers):
     assert len(both) >= 3
     assert all((f['color_sha'], f['depth_sha']) == by_stamp[f['stamp_ns']] for f in both)
     _check_frames(producer, ros_consumer)
+
+
+@pytest.mark.ros
+def test_a_producer_on_another_host_is_read_over_ros(peers, iox_prefix):
+    # Another host, as this consumer sees it: the producer's DDS traffic arrives, its
+    # iceoryx2 loans never do (here: another iceoryx2 prefix, i.e. other shared memory).
+    consumer = peers('consumer')
+    consumer.wait_for(lambda: consumer.of('ready'), 30, 'consumer ready')
+    assert consumer.of('ready')[0]['transport'] == 'shm'
+    producer = peers('producer', '--formats', 'vga,odd16', '--rate', '15',
+                     EDGE_LOOP_IOX2_PREFIX=iox_prefix + 'remote_')
+    consumer.wait_frames(6, timeout=60.0)
+    producer.stop()
+    assert consumer.stop() == 0
+    assert consumer.of('closed')[0]['stats']['remote_fallback'] == 1
+    assert _check_frames(producer, consumer) == {'vga', 'odd16'}
+    assert all(f['transport'] == 'ros' for f in consumer.of('frame'))
 
 
 @pytest.mark.ros
