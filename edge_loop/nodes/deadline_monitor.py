@@ -187,7 +187,7 @@ class DeadlineMonitor(StageNode):
         Param('rt_priority', 10,
               'SCHED_FIFO priority of the deadline thread (0: do not ask for real time)',
               min=0, max=99),
-        Param('sim_settle_ms', 20.0,
+        Param('sim_settle_ms', 100.0,
               'Simulated time: before a /clock tick expires a frame without a command, wait '
               'this long (wall) for a command published before that tick (a lock-step '
               'simulator answered it, but the two topics reached us in the other order)',
@@ -337,6 +337,10 @@ class DeadlineMonitor(StageNode):
                  if self.resolve_topic_name(topic) == self.resolve_topic_name(
                      p['command_topic'])), None)
             self._e2e = LatencyWindow(p['window'])
+            self._missed: dict[int, tuple[int, int]] = {}   # frame -> (miss wall ns, tick source)
+            self._tick_source = 0
+            self._settled = 0          # commands taken in _settle that arrived after their tick
+            self._settle_max_ns = 0    # the longest wall wait for one of them
             self._detect = LatencyWindow(max(p['window'], 1000))
             self._reaction = LatencyWindow(max(p['window'], 1000))
             self._wake_delay = LatencyWindow(max(p['window'], 1000))
@@ -439,6 +443,9 @@ class DeadlineMonitor(StageNode):
         # time, so nothing is lost but the wake-ups.
         wake_on = [e for e in self._inputs if (e.clock if self._sim_time else e.camera)]
         wait_set = _rclpy.WaitSet(len(wake_on), 1, 0, 0, 0, 0, self.context.handle)
+        # _settle waits on the command topics alone (simulated time).
+        self._settle_wait = _rclpy.WaitSet(sum(e.command for e in self._inputs), 0, 0, 0, 0, 0,
+                                           self.context.handle)
         try:
             self._loop(wait_set, wake_on)
         except Exception as exc:  # noqa: BLE001
@@ -480,11 +487,16 @@ class DeadlineMonitor(StageNode):
                         if self._active:
                             self._settle(item, taken, index)
                         self._sim_now_ns = item.stamp
+                        self._tick_source = item.source
                         if self._active:   # a miss is due at the first tick past its deadline
                             self._enforce(item.stamp)
                     elif self._active:
+                        late = (item.entry.command and item.stamp in self._missed and
+                                item.stamp not in self._own_stops)
                         self._on_message(item.entry, item.stamp, self._sim_now_ns
                                          if self._sim_time else item.received, item.data)
+                        if late:
+                            self._report_late(item)
                 if self._sim_time:
                     self._update_node_clock()
                 self._poll_joint_states()
@@ -557,16 +569,25 @@ class DeadlineMonitor(StageNode):
             if item.entry.command and not item.done and item.source <= tick.source:
                 item.done = True
                 self._on_message(item.entry, item.stamp, self._sim_now_ns, item.data)
-        end = time.monotonic() + self.params['sim_settle_ms'] / 1000.0
-        while expiring() and time.monotonic() < end:
+        start = time.monotonic_ns()
+        end = start + int(self.params['sim_settle_ms'] * NS_PER_MS)
+        while expiring():
+            left = end - time.monotonic_ns()
+            if left <= 0:
+                return
             fresh: list[_Taken] = []
             for entry in commands:
                 self._drain(entry, fresh)
             if not fresh:
-                time.sleep(0.001)
+                self._settle_wait.clear_entities()
+                for entry in commands:
+                    self._settle_wait.add_subscription(entry.subscription.handle)
+                self._settle_wait.wait(left)
                 continue
             for item in fresh:
                 if item.source <= tick.source:
+                    self._settled += 1
+                    self._settle_max_ns = max(self._settle_max_ns, time.monotonic_ns() - start)
                     self._on_message(item.entry, item.stamp, self._sim_now_ns, item.data)
                 else:
                     taken.append(item)   # after the tick, in arrival order
@@ -735,6 +756,10 @@ class DeadlineMonitor(StageNode):
         self._publish_safe_stop(stamp, reason)
         self._reaction.add(time.perf_counter_ns() - t0)
         self._reasons[reason] = self._reasons.get(reason, 0) + 1
+        if self._sim_time and reason == 'deadline_miss':
+            self._missed[stamp] = (time.time_ns(), self._tick_source)   # for _report_late
+            while len(self._missed) > 32:
+                self._missed.pop(next(iter(self._missed)))
         to_error = self._health.miss()
         self.get_logger().warn(
             f'{reason}: frame {stamp / NS_PER_S:.3f} ({detail + "; " if detail else ""}'
@@ -747,6 +772,16 @@ class DeadlineMonitor(StageNode):
                 f'{self._health.consecutive} consecutive misses: deactivating '
                 f"'{self.params['controller_node']}' (ERROR)")
             self._requests.put('deactivate')
+
+    def _report_late(self, item: _Taken) -> None:
+        """Say how a command that came after its frame's miss relates to the miss (sim time)."""
+        missed_at, tick_source = self._missed.pop(item.stamp)
+        self.get_logger().warn(
+            f'the command for missed frame {item.stamp / NS_PER_S:.3f} came '
+            f'{_ms(item.received - missed_at)} ms after the miss; it was published '
+            f'{_ms(abs(item.source - tick_source))} ms '
+            f'{"before" if item.source <= tick_source else "after"} the expiring /clock tick',
+            throttle_duration_sec=1.0)
 
     def _publish_safe_stop(self, stamp: int, reason: str) -> None:
         sec, nanosec = divmod(stamp, NS_PER_S)
@@ -836,6 +871,8 @@ class DeadlineMonitor(StageNode):
                 'consecutive_misses': self._health.consecutive,
                 'healthy_run': self._health.healthy_run,
                 'late_commands': self._late_commands,
+                'settled_commands': self._settled,
+                'settle_max_ms': self._settle_max_ns / NS_PER_MS,
                 'unenforced_frames': self._unarmed_expired,
                 'camera_stalls': self._camera_watch.stalls,
                 'gripper_stalls': self._gripper_watch.stalls,
@@ -907,6 +944,8 @@ class DeadlineMonitor(StageNode):
             'healthy_periods': snap['healthy_run'],
             'late_commands': snap['late_commands'],
             'unenforced_frames': snap['unenforced_frames'],
+            'sim_settled_commands': snap['settled_commands'],
+            'sim_settle_max_ms': _fmt(snap['settle_max_ms']),
             'camera_stalls': snap['camera_stalls'],
             'gripper_stalls': snap['gripper_stalls'],
             'detect_delay_p50_ms': _fmt(snap['detect_p50_ms']),

@@ -344,11 +344,11 @@ class LifecycleManager(Node):
     def _poll(self, name: str, watch: _Watch, now: float) -> None:
         """Keep one get_state in flight; a late answer still counts as a sign of life.
 
-        A busy node (sim_robot renders with the GIL held) can answer hundreds of ms late:
-        dropping a request after two more periods threw away every such answer, and a node
-        that answered late but steadily looked hung. A request is given up only after
-        ``heartbeat_timeout_s``; one unanswered for ``RESEND_S`` gets a companion in case the
-        request or its reply was lost.
+        A busy node can answer hundreds of ms late (the GIL-hogging dummy of the tests: up to
+        1 s). Requests used to be dropped two periods after they were sent, which threw such
+        answers away; now a request is given up only after ``heartbeat_timeout_s``, and one
+        unanswered for ``RESEND_S`` gets a companion in case the request or its reply was
+        lost. Each answer's round trip goes to /diagnostics.
         """
         keep = []
         for sent, future in watch.pending:
