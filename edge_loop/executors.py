@@ -34,7 +34,7 @@ class MultiThreadedExecutor(executors.MultiThreadedExecutor):
     def __init__(self, num_threads: int | None = None, *, context: Any = None) -> None:
         super().__init__(num_threads, context=context)
         self._queued: dict[Any, threading.Event] = {}   # task -> set when a worker starts it
-        self.naps = 0   # times a queued callback was seen again (each a spin avoided)
+        self.naps = 0   # wakes that returned a queued callback: waited, not resubmitted
 
     def _spin_once_impl(self, timeout_sec: Any = None,
                         wait_condition: Callable[[], bool] = lambda: False) -> None:

@@ -443,9 +443,10 @@ class DeadlineMonitor(StageNode):
         # time, so nothing is lost but the wake-ups.
         wake_on = [e for e in self._inputs if (e.clock if self._sim_time else e.camera)]
         wait_set = _rclpy.WaitSet(len(wake_on), 1, 0, 0, 0, 0, self.context.handle)
-        # _settle waits on the command topics alone (simulated time).
-        self._settle_wait = _rclpy.WaitSet(sum(e.command for e in self._inputs), 0, 0, 0, 0, 0,
-                                           self.context.handle)
+        # _settle waits on the command topics alone (simulated time only).
+        self._settle_wait = _rclpy.WaitSet(
+            sum(e.command for e in self._inputs), 0, 0, 0, 0, 0,
+            self.context.handle) if self._sim_time else None
         try:
             self._loop(wait_set, wake_on)
         except Exception as exc:  # noqa: BLE001

@@ -182,8 +182,8 @@ class SimRobot(StageNode):
             self.create_subscription(JointState, topics.GRIPPER_CMD, self._on_gripper, 10),
         ]
         # The reset waits for the simulation thread to rebuild the scene (~0.1 s, plus the
-        # end of a render): short enough for the single-threaded executor to wait too.
-        # A multi-threaded rclpy executor here spun against the renderer for the GIL.
+        # end of a render): short enough for the single-threaded executor to wait in it, so
+        # this node needs no multi-threaded executor (see edge_loop.executors for rclpy's).
         self._srv = self.create_service(Trigger, '~/reset_scene', self._on_reset)
 
     def activate_stage(self) -> None:

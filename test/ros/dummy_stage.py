@@ -35,7 +35,7 @@ def _dummy_class():
         PARAMS = (Param('gain', 1.0, 'A parameter that must be >= 0', min=0.0),
                   Param('configure_delay_s', 0.0, 'Sleep in configure (s)', min=0.0),
                   Param('gil_hog_s', 0.0, 'While active, a busy thread holds the GIL this '
-                        'long at a time, as a render in sim_robot does (s)', min=0.0))
+                        'long at a time (a node whose executor is starved) (s)', min=0.0))
 
         def __init__(self) -> None:
             super().__init__('dummy_stage')

@@ -163,7 +163,7 @@ def test_controller_in_its_safe_state_stays_watched_not_failed(harness, graph):
 
 
 def test_a_node_that_answers_late_but_steadily_is_not_hung(harness, graph):
-    # mid_stage's executor gets the GIL only every 0.7 s (as sim_robot's while it renders):
+    # mid_stage's executor gets the GIL only every 0.7 s (a starved executor):
     # its get_state answers come 0.7-2 s after the request, later than the 0.1 s heartbeat
     # period. Those answers are signs of life; only silence for heartbeat_timeout_s is a hang.
     graph.start_dummies({'mid_stage': {'gil_hog_s': 0.7}})
