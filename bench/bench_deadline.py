@@ -117,6 +117,16 @@ def main() -> int:
                         help='lifecycle manager: node processes killed (0: skip)')
     parser.add_argument('--joint-rate', type=float, default=200.0,
                         help='fake gripper joint_states rate (0: none, and no grasp_state)')
+    parser.add_argument('--grasp-state-every', type=int, default=1,
+                        help='joint-state samples per fake grasp_state (1: at the input rate, '
+                             'as the grasp_state node publishes)')
+    parser.add_argument('--cpu-rounds', type=int, default=2,
+                        help='side-by-side CPU rounds: the monitor taking the gripper topics '
+                             'sampled (content filter) vs every sample, alternately (0: skip)')
+    parser.add_argument('--cpu-s', type=float, default=15.0, help='seconds per CPU round')
+    parser.add_argument('--cpu-variant', action='append', default=[], metavar='NAME=K:V,...',
+                        help='another monitor configuration in the CPU rounds, e.g. '
+                             "'every100=gripper_sample_every_ms:100,gripper_stall_min_ms:210'")
     args = parser.parse_args()
     budget_s = args.budget_ms / 1000.0
 
@@ -128,6 +138,11 @@ def main() -> int:
               'stage_types': [s[2] for s in STAGES], 'stage_budgets_ms': BUDGETS_MS,
               'misses_to_deactivate': 1_000_000, 'startup_grace_s': 5.0,
               'diagnostics_period_s': 1.0}
+    if args.cpu_rounds > 0:
+        with ros_harness(domain, 'bench_deadline_cpu') as h:
+            cpu_side_by_side(h, env, log_dir / 'cpu', params, args)
+        domain = next_domain_id()
+        env = domain_env(domain, log_dir / 'ros_log')
     monitor = start_node('deadline_monitor', env, log_dir, params=params)
     try:
         with ros_harness(domain, 'bench_deadline') as h:
@@ -141,6 +156,91 @@ def main() -> int:
         with ros_harness(domain, 'bench_manager') as h:
             result |= bench_manager(h, env, log_dir / 'manager', args.manager_kills)
     return result
+
+
+def _configure_active(h) -> None:
+    client = h.lifecycle('deadline_monitor')
+    client.wait_for_state('unconfigured', 30.0)
+    client.transition('configure', 30.0)
+    client.transition('activate', 10.0)
+
+
+def _fake_loop(h, args) -> FakeLoop:
+    fake_stages = tuple((n, topic, typ.replace('/msg/', '.msg.'))
+                        for n, topic, typ in STAGES if n not in ('grasp_state',
+                                                                 'pick_controller'))
+    return FakeLoop(h.node, rate_hz=args.rate, joint_rate_hz=args.joint_rate,
+                    stages=fake_stages, grasp_state_every=args.grasp_state_every)
+
+
+def _gripper_topics(args) -> str:
+    if args.joint_rate <= 0:
+        return 'no joint states / grasp_state'
+    return (f'{args.joint_rate:g} Hz joint states, '
+            f'{args.joint_rate / args.grasp_state_every:g} Hz grasp_state')
+
+
+def cpu_side_by_side(h, env: dict[str, str], log_dir: Path, params: dict, args) -> None:
+    """Monitor CPU with the gripper topics sampled by a content filter vs every sample.
+
+    One fake loop runs throughout; a fresh monitor process per round and variant, in
+    alternating order (ABBA...), measured over ``--cpu-s`` after a 3 s warm-up.
+    """
+    variants = {'sampled (default)': {}, 'every sample': {'gripper_sample_every_ms': 0.0}}
+    for spec in args.cpu_variant:
+        name, _, pairs = spec.partition('=')
+        variants[name] = {k: float(v) for k, v in (kv.split(':') for kv in pairs.split(','))}
+    from diagnostic_msgs.msg import DiagnosticArray
+    from std_msgs.msg import Header
+
+    # Subscribed as in the main run (and on a robot, where an aggregator takes /diagnostics).
+    h.node.create_subscription(DiagnosticArray, '/diagnostics', lambda _: None, 10)
+    h.node.create_subscription(Header, '/edge_loop/safe_stop', lambda _: None, 100)
+    fake = _fake_loop(h, args)
+    fake.start()
+    results: dict[str, list[float]] = {name: [] for name in variants}
+    threads: dict[str, list[str]] = {}
+    sampling: dict[str, str] = {}
+    try:
+        for r in range(args.cpu_rounds):
+            order = list(variants) if r % 2 == 0 else list(variants)[::-1]   # ABBA
+            for name in order:
+                monitor = start_node('deadline_monitor', env, log_dir,
+                                     params={**params, **variants[name]})
+                try:
+                    _configure_active(h)
+                    time.sleep(3.0)
+                    cpu0, wall0 = cpu_seconds(monitor.pid), time.monotonic()
+                    t0 = thread_cpu(monitor.pid)
+                    time.sleep(args.cpu_s)
+                    cpu1, wall1 = cpu_seconds(monitor.pid), time.monotonic()
+                    results[name].append(100.0 * (cpu1 - cpu0) / (wall1 - wall0))
+                    threads[name] = thread_table(t0, thread_cpu(monitor.pid), wall1 - wall0,
+                                                 top=3)
+                    sampling[name] = _grep_sampling(monitor.log_path)
+                finally:
+                    monitor.stop()
+    finally:
+        fake.stop()
+    print(f'\nmonitor CPU, side by side ({args.cpu_rounds} rounds x {args.cpu_s:g} s, '
+          f'alternating), {args.rate:g} Hz, 6 stages, {_gripper_topics(args)}:')
+    print(f'{"gripper topics taken":<22}{"mean %":>8}{"min %":>8}{"max %":>8}  rounds')
+    for name, values in results.items():
+        print(f'{name[:22]:<22}{np.mean(values):8.2f}{min(values):8.2f}{max(values):8.2f}  '
+              + ' '.join(f'{v:.2f}' for v in values))
+    for name in variants:
+        print(f'  {name}: {sampling.get(name, "?")}; last round\'s busiest threads:')
+        print('\n'.join(threads.get(name, [])))
+
+
+def _grep_sampling(log_path: Path) -> str:
+    """The monitor's last word on how it takes the gripper topics (its log)."""
+    try:
+        lines = [ln for ln in Path(log_path).read_text().splitlines()
+                 if 'gripper topics taken' in ln or 'taking every sample' in ln]
+    except OSError:
+        return 'log unreadable'
+    return lines[-1].split(']: ')[-1].strip() if lines else 'not logged'
 
 
 def run(h, monitor, args, budget_s: float) -> int:
@@ -157,15 +257,8 @@ def run(h, monitor, args, budget_s: float) -> int:
     h.node.create_subscription(Header, '/edge_loop/safe_stop', on_stop, 100)
     diags: list[DiagnosticArray] = []
     h.node.create_subscription(DiagnosticArray, '/diagnostics', diags.append, 10)
-    client = h.lifecycle('deadline_monitor')
-    client.wait_for_state('unconfigured', 30.0)
-    client.transition('configure', 30.0)
-    client.transition('activate', 10.0)
-    fake_stages = tuple((n, topic, typ.replace('/msg/', '.msg.'))
-                        for n, topic, typ in STAGES if n not in ('grasp_state',
-                                                                 'pick_controller'))
-    fake = FakeLoop(h.node, rate_hz=args.rate, joint_rate_hz=args.joint_rate,
-                    stages=fake_stages)
+    _configure_active(h)
+    fake = _fake_loop(h, args)
     for pub in fake.publishers():
         h.wait_until(lambda p=pub: p.get_subscription_count() >= 1, 30.0, pub.topic_name)
     h.wait_for_publishers('/edge_loop/safe_stop', 1, 30.0)
@@ -292,9 +385,7 @@ def run(h, monitor, args, budget_s: float) -> int:
     for name, p50, p99, mx, target in rows:
         print(f'{name:<52}{p50 or "":>9}{p99 or "":>9}{mx or "":>9}  {target}')
     print()
-    joints = (f'{args.joint_rate:g} Hz joint states, {args.joint_rate / 4:g} Hz grasp_state'
-              if args.joint_rate > 0 else 'no joint states / grasp_state')
-    print(f'monitor CPU at {args.rate:g} Hz, 6 stages, {joints}: '
+    print(f'monitor CPU at {args.rate:g} Hz, 6 stages, {_gripper_topics(args)}: '
           f'{cpu_pct:.2f} % of a core over {wall1 - wall0:.0f} s (target <= 2 %); idle '
           f'(active, no input) {idle_pct:.2f} %')
     print('\n'.join(thread_table(threads0, threads1, wall1 - wall0)))

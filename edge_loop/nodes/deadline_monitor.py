@@ -54,6 +54,7 @@ from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 
 from edge_loop import topics
+from edge_loop.content_filter import set_content_filter, stamp_sampling_expression
 from edge_loop.executors import MultiThreadedExecutor
 from edge_loop.kernels.deadline import (
     NS_PER_MS,
@@ -92,6 +93,30 @@ def _message_type(name: str) -> Any:
         return getattr(importlib.import_module(f'{parts[0]}.msg'), parts[2])
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f'message type {name!r} not found ({exc})') from exc
+
+
+# The gripper may publish at most this share of the sampling window apart (jitter margin).
+RATE_MARGIN = 0.75
+
+
+def _gripper_sampling(p: dict[str, Any]) -> tuple[int, int] | None:
+    """(every, window) in ns for the gripper topics' content filter; None: every sample."""
+    if not p['gripper_sample_every_ms']:
+        return None
+    every_ns = round(p['gripper_sample_every_ms'] * NS_PER_MS)
+    window_ns = round(p['gripper_sample_window_ms'] * NS_PER_MS)
+    try:
+        stamp_sampling_expression(every_ns, window_ns)
+    except ValueError as exc:
+        raise ConfigError(f'gripper_sample_every_ms / gripper_sample_window_ms: {exc}') from exc
+    # Two samples that pass are at most every + window apart; one window left empty by
+    # jitter makes it 2 * every + window, which must not look like a stall.
+    if p['gripper_stall_min_ms'] * NS_PER_MS < 2 * every_ns + window_ns:
+        raise ConfigError(
+            f"gripper_stall_min_ms = {p['gripper_stall_min_ms']:g} must be at least "
+            '2 * gripper_sample_every_ms + gripper_sample_window_ms (the longest gap sampling '
+            'leaves in a healthy gripper topic, one empty window included)')
+    return every_ns, window_ns
 
 
 def _ms(value_ns: float) -> str:
@@ -170,9 +195,19 @@ class DeadlineMonitor(StageNode):
               min=1, max=1_000_000),
         Param('stall_periods', 5, 'k periods without camera / gripper input = a miss',
               min=1, max=10_000),
-        Param('gripper_stall_min_ms', 100.0,
-              'Floor of the gripper stall timeout (k periods at 200 Hz are only 25 ms)',
+        Param('gripper_stall_min_ms', 250.0,
+              'Floor of the gripper stall timeout (k periods at 200 Hz are only 25 ms); at least '
+              '2 * gripper_sample_every_ms + gripper_sample_window_ms',
               min=0.0, max=10000.0),
+        Param('gripper_sample_every_ms', 100.0,
+              'Gripper-rate topics (joint states, sampled stages) are taken only when their '
+              'header stamp falls in the first gripper_sample_window_ms of every this many ms '
+              '(a DDS content filter, applied by the publisher, so the rest never reaches '
+              'this process); must divide 1000; 0 takes every sample', min=0.0, max=1000.0),
+        Param('gripper_sample_window_ms', 10.0,
+              'Width of that window; the gripper must publish at least every 3/4 of it '
+              '(10 ms: >= 133 Hz); a slower gripper is detected and then every sample is taken',
+              min=0.1, max=1000.0),
         Param('controller_node', 'pick_controller', 'Lifecycle node deactivated after N misses'),
         Param('transition_timeout_s', 2.0, 'Timeout of a controller lifecycle transition',
               min=0.1, max=60.0),
@@ -204,6 +239,9 @@ class DeadlineMonitor(StageNode):
         self._inputs_node = None
         self._inputs: list[_Input] = []
         self._joint_sub = None
+        self._filtered: list[Any] = []
+        self._sampling: tuple[int, int] | None = None
+        self.gripper_sampling = 'every sample'
         self._wake = None
         self._entities: list[tuple[str, Any]] = []
         self._controller: LifecycleClient | None = None
@@ -227,6 +265,7 @@ class DeadlineMonitor(StageNode):
                                   '(one per stage_names entry)')
         if len(set(p['stage_names'])) != n:
             raise ConfigError(f"parameter 'stage_names' = {p['stage_names']!r}: duplicates")
+        self._sampling = _gripper_sampling(p)
         self._period_ns = int(NS_PER_S / p['control_rate_hz'])
         self._budget_ns = int(p['end_to_end_budget_ms'] * NS_PER_MS)
         self._sim_time = bool(self.get_parameter('use_sim_time').value)
@@ -295,12 +334,59 @@ class DeadlineMonitor(StageNode):
             JointState, self.resolve_topic_name(p['joint_states_topic']), _ignore,
             QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT), raw=True)
         self._joint_seq = None
+        self._sample_gripper_topics(by_topic)
         self._wake = self._inputs_node.create_guard_condition(_ignore)
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name='deadline', daemon=True)
         self._thread.start()
         self._worker = threading.Thread(target=self._work, name='controller', daemon=True)
         self._worker.start()
+
+    def _sample_gripper_topics(self, by_topic: dict[str, _Input]) -> None:
+        """Content-filter the joint states and sampled stages down to stamp windows."""
+        self._filtered = [self._joint_sub] + [
+            e.subscription for e in by_topic.values()
+            if any(stage in self.params['sampled_stages'] for stage in e.stages)]
+        self.gripper_sampling = 'every sample'
+        if self._sampling is None:
+            self.get_logger().info('gripper topics taken: every sample')
+            return
+        every_ns, window_ns = self._sampling
+        expression = stamp_sampling_expression(every_ns, window_ns)
+        try:
+            enabled = [set_content_filter(sub, expression) for sub in self._filtered]
+        except (OSError, RuntimeError) as exc:
+            enabled = [False]
+            self.get_logger().warn(f'no content filter on the gripper topics ({exc}): '
+                                   'taking every sample')
+        if all(enabled):
+            self.gripper_sampling = (f'{window_ns / NS_PER_MS:g} ms of stamps every '
+                                     f'{every_ns / NS_PER_MS:g} ms (content filter)')
+        else:
+            self._clear_gripper_filter()
+            self.gripper_sampling = 'every sample (the middleware has no content filter)'
+        self.get_logger().info(f'gripper topics taken: {self.gripper_sampling}')
+
+    def _clear_gripper_filter(self) -> None:
+        for sub in self._filtered:
+            with contextlib.suppress(OSError, RuntimeError):
+                set_content_filter(sub, '')
+
+    def _check_gripper_rate(self) -> None:
+        """A gripper slower than one sample per window would leave windows empty."""
+        period = self._gripper_watch.est_period_ns
+        if self._sampling is None or period is None or \
+                period <= RATE_MARGIN * self._sampling[1] or \
+                self.gripper_sampling.startswith('every'):
+            return
+        self._clear_gripper_filter()
+        # The readers are re-created underneath: not a stall while they match again.
+        self._gripper_watch.reset()
+        self.gripper_sampling = 'every sample (the gripper is slower than one per window)'
+        self.get_logger().warn(
+            f'gripper joint states come every {_ms(int(period))} ms, more than '
+            f"gripper_sample_window_ms ({self.params['gripper_sample_window_ms']:g}): taking "
+            'every sample from now on')
 
     def _take_clock(self) -> None:
         """Read /clock in the deadline thread instead of through rclpy's TimeSource."""
@@ -323,6 +409,7 @@ class DeadlineMonitor(StageNode):
         p = self.params
         with self._lock:
             self._tracker = FrameTracker(self._budget_ns)
+            self._camera_interval_ns: int | None = None
             self._health = Health(p['misses_to_deactivate'], p['healthy_periods_to_ok'])
             self._camera_watch = StallWatch(p['stall_periods'], period_ns=self._period_ns)
             self._gripper_watch = StallWatch(
@@ -349,6 +436,7 @@ class DeadlineMonitor(StageNode):
             self._opening_m: float | None = None
             self._joint_raw: bytes | None = None
             self._force: float | None = None
+            self._commanded_opening: float | None = None
             self._force_raw: bytes | None = None
             self._own_holds: deque[int] = deque(maxlen=64)
             self._controller_enabled = True
@@ -442,7 +530,7 @@ class DeadlineMonitor(StageNode):
         # Everything else is drained when it wakes anyway: each message keeps its DDS receive
         # time, so nothing is lost but the wake-ups.
         wake_on = [e for e in self._inputs if (e.clock if self._sim_time else e.camera)]
-        wait_set = _rclpy.WaitSet(len(wake_on), 1, 0, 0, 0, 0, self.context.handle)
+        wait_set = _rclpy.WaitSet(len(self._inputs), 1, 0, 0, 0, 0, self.context.handle)
         # _settle waits on the command topics alone (simulated time only).
         self._settle_wait = _rclpy.WaitSet(
             sum(e.command for e in self._inputs), 0, 0, 0, 0, 0,
@@ -458,12 +546,16 @@ class DeadlineMonitor(StageNode):
     def _loop(self, wait_set: Any, wake_on: list[_Input]) -> None:
         drain_order = [e for e in self._inputs if e.camera] + [
             e for e in self._inputs if not e.camera]
+        commands = [e for e in self._inputs if e.command]
         while not self._stop.is_set():
+            wait_ns, due, camera = self._wait_ns()
             wait_set.clear_entities()
-            for entry in wake_on:
+            # Real time: a frame's command wakes the thread (the camera_info and stage outputs
+            # before it are drained then), and the expected deadline of the next frame does
+            # if no command comes; camera_info wakes it only while a frame is overdue.
+            for entry in (wake_on if self._sim_time else commands + (wake_on if camera else [])):
                 wait_set.add_subscription(entry.subscription.handle)
             wait_set.add_guard_condition(self._wake.handle)
-            wait_ns, due = self._wait_ns()
             wait_set.wait(wait_ns)
             self._wakeups += 1
             if self._stop.is_set():
@@ -504,23 +596,46 @@ class DeadlineMonitor(StageNode):
                 if self._active:
                     self._enforce(self._now_ns())
 
-    def _wait_ns(self) -> tuple[int, int | None]:
-        """Relative wait until the next thing that can be due (ns), and that due time."""
+    def _wait_ns(self) -> tuple[int, int | None, bool]:
+        """(relative wait in ns, the due time it waits for, camera_info wakes the thread).
+
+        The wait ends at the next thing that can fall due; camera_info is waited on (real
+        time) only while the next frame is overdue or none was seen yet.
+        """
         if self._sim_time:
             # Simulated time moves only with /clock, which wakes the thread: nothing can fall
             # due before it (and a lock-step simulator may hold the clock still for long).
-            return _MAX_WAIT_NS, None
+            return _MAX_WAIT_NS, None, False
+        now = self._now_ns()
         with self._lock:
             if not self._active:
-                return _MAX_WAIT_NS, None
+                return _MAX_WAIT_NS, None, True
             due = [t for t in (self._tracker.next_deadline(), self._camera_watch.next_check_ns(),
                                self._gripper_watch.next_check_ns()) if t is not None]
             if not self._armed:
                 due.append(self._grace_end_ns)
+            expected = self._next_frame_check_ns()
+        camera = expected is None or expected <= now
+        if not camera:
+            due.append(expected)
         if not due:
-            return _MAX_WAIT_NS, None
-        wait = min(min(due) - self._now_ns(), _MAX_WAIT_NS)
-        return max(wait, _MIN_WAIT_NS), (min(due) if wait < _MAX_WAIT_NS else None)
+            return _MAX_WAIT_NS, None, camera
+        wait = min(min(due) - now, _MAX_WAIT_NS)
+        return max(wait, _MIN_WAIT_NS), (min(due) if wait < _MAX_WAIT_NS else None), camera
+
+    def _next_frame_check_ns(self) -> int | None:
+        """When to look for the next frame's camera_info if its command has not come.
+
+        A quarter period before that frame's deadline, were it stamped one camera interval
+        (the shorter of the control period and the last interval seen) after the last one:
+        early enough to take its camera_info and still wake at the deadline itself, for a
+        camera up to a quarter period early. None while no frame was seen.
+        """
+        last = self._tracker.last_stamp_ns
+        if last is None:
+            return None
+        interval = min(self._period_ns, self._camera_interval_ns or self._period_ns)
+        return last + interval + self._budget_ns - interval // 4
 
     @staticmethod
     def _received_wall_ns(info: dict[str, Any]) -> int:
@@ -611,15 +726,18 @@ class DeadlineMonitor(StageNode):
         if count:
             self._gripper_watch.seen(self._receive_ns(last_info), count)
             self._joint_raw = last     # deserialized only when a hold needs the opening
+            self._check_gripper_rate()
 
-    def _last_force(self) -> float | None:
-        """Force of the last gripper command (not counting our own holds)."""
+    def _last_gripper_command(self) -> tuple[float | None, float | None]:
+        """(opening, force) of the last gripper command (not counting our own holds)."""
         if self._force_raw is not None:
             msg = deserialize_message(self._force_raw, JointState)
             if msg.effort:
                 self._force = float(msg.effort[0])
+            if msg.position:
+                self._commanded_opening = float(msg.position[0])
             self._force_raw = None
-        return self._force
+        return self._commanded_opening, self._force
 
     def _opening(self) -> float | None:
         """Current gripper opening (sum of the finger positions), None if never seen."""
@@ -647,6 +765,9 @@ class DeadlineMonitor(StageNode):
 
     def _on_camera(self, stamp: int, now: int) -> None:
         self._camera_watch.seen(now)
+        last = self._tracker.last_stamp_ns
+        if last is not None and 0 < stamp - last < 2 * self._period_ns:
+            self._camera_interval_ns = stamp - last
         frame = self._tracker.open(stamp)
         if frame is None or frame.command_ns is None:
             return
@@ -792,7 +913,12 @@ class DeadlineMonitor(StageNode):
         self._pub_arm.publish(TwistStamped(header=header))
         opening = self._opening()
         if opening is not None:
-            force = self._last_force()
+            commanded, force = self._last_gripper_command()
+            # The measured opening may be a sample up to gripper_sample_every_ms old: while
+            # closing on an object, holding there would open the jaws again. Never wider than
+            # the last command, so a safe stop never lets go of what the gripper was gripping.
+            if commanded is not None:
+                opening = min(opening, commanded)
             hold = JointState(header=Header(stamp=header.stamp), name=['gripper'],
                               position=[opening],
                               effort=[force if force is not None else self.params['hold_force_n']])
@@ -949,6 +1075,7 @@ class DeadlineMonitor(StageNode):
             'sim_settle_max_ms': _fmt(snap['settle_max_ms']),
             'camera_stalls': snap['camera_stalls'],
             'gripper_stalls': snap['gripper_stalls'],
+            'gripper_sampling': self.gripper_sampling,
             'detect_delay_p50_ms': _fmt(snap['detect_p50_ms']),
             'detect_delay_p99_ms': _fmt(snap['detect_p99_ms']),
             'detect_delay_max_ms': _fmt(snap['detect_max_ms']),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from geometry_msgs.msg import TwistStamped
 from nav_msgs.msg import OccupancyGrid
@@ -37,6 +38,20 @@ def test_latency_window_percentiles_and_size():
     assert window.percentile_ms(50) == pytest.approx(150.5)
     assert window.percentile_ms(99) == pytest.approx(199.01)
     assert window.max_ms() == 200.0
+
+
+@pytest.mark.parametrize('size, n', [(1, 1), (2, 5), (300, 17), (300, 300), (1000, 2500)])
+def test_latency_window_percentiles_are_numpys(size, n):
+    rng = np.random.default_rng(n)
+    window = LatencyWindow(size=size)
+    values = rng.integers(0, 80 * MS, n)
+    for i, value in enumerate(values):
+        window.add(int(value))
+        if i % 7 == 0 or i == n - 1:       # interleaved: the sorted copy follows new samples
+            kept = values[max(0, i + 1 - size):i + 1]
+            for q in (0, 1, 50, 90, 99, 99.9, 100):
+                assert window.percentile_ms(q) == pytest.approx(
+                    float(np.percentile(kept, q)) / MS, rel=1e-12, abs=1e-9)
 
 
 def test_on_time_command_closes_frame_without_miss():

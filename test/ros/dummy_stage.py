@@ -140,7 +140,7 @@ class FakeLoop:
 
     def __init__(self, node: Any, rate_hz: float = 15.0, joint_rate_hz: float = 100.0,
                  stages: tuple[tuple[str, str, str], ...] = STAGE_TOPICS,
-                 grasp_state: bool = True) -> None:
+                 grasp_state: bool = True, grasp_state_every: int = 4) -> None:
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import TwistStamped
         from sensor_msgs.msg import CameraInfo, JointState
@@ -160,7 +160,8 @@ class FakeLoop:
         self.plan: Callable[[int], tuple[str, FramePlan]] = lambda i: ('nominal', FramePlan())
         self.sent: list[SentFrame] = []
         self.joints_enabled = True
-        self.opening = 0.04
+        self.opening = 0.04              # measured (joint states)
+        self.commanded_opening = 0.06    # in each gripper command
         self._events: list[_Event] = []
         self._seq = itertools.count()
         self._lock = threading.Lock()
@@ -169,6 +170,7 @@ class FakeLoop:
         self.frame_index = 0
         self._next_frame = 0.0
         self._joint_ticks = 0
+        self.grasp_state_every = grasp_state_every   # joint-state samples per grasp_state
 
     def publishers(self) -> list[Any]:
         """Every publisher (to wait for matching subscribers)."""
@@ -249,7 +251,8 @@ class FakeLoop:
                 cmd.twist.linear.x = 0.05
                 self._cmd.publish(cmd)
                 sent.command_ns = time.time_ns()
-                grip = JointState(name=['gripper'], position=[0.06], effort=[12.0])
+                grip = JointState(name=['gripper'], position=[self.commanded_opening],
+                                  effort=[12.0])
                 grip.header.stamp = stamp
                 self._grip_cmd.publish(grip)
             self._schedule(now + plan.command_delay_s, command)
@@ -264,7 +267,7 @@ class FakeLoop:
         msg.header.stamp = self.node.get_clock().now().to_msg()
         self._joints.publish(msg)
         self._joint_ticks += 1
-        if self._grasp_state is not None and self._joint_ticks % 4 == 0:
+        if self._grasp_state is not None and self._joint_ticks % self.grasp_state_every == 0:
             state = DiagnosticArray()
             state.header.stamp = msg.header.stamp
             self._grasp_state.publish(state)

@@ -30,7 +30,10 @@ BUDGET_S = 0.200
 MONITOR_PARAMS = {'control_rate_hz': RATE_HZ, 'end_to_end_budget_ms': BUDGET_S * 1000,
                   'misses_to_deactivate': 3, 'healthy_periods_to_ok': 15, 'stall_periods': 5,
                   'gripper_stall_min_ms': 1000.0, 'startup_grace_s': 3.0, 'arm_after_on_time': 5,
-                  'diagnostics_period_s': 0.5}
+                  'diagnostics_period_s': 0.5,
+                  # the 100 Hz fake gripper is sampled in 20 ms windows (a 10 ms one needs
+                  # >= 133 Hz), every 100 ms: the stall watch sees 1 in 10 of its samples
+                  'gripper_sample_every_ms': 100.0, 'gripper_sample_window_ms': 20.0}
 
 
 def _ns(stamp) -> int:
@@ -181,6 +184,23 @@ def test_nominal_frames_no_miss_late_and_missing_command_safe_stop(harness, rig)
                for m in rig.diags.msgs() for s in m.status)
 
 
+def test_a_hold_never_opens_wider_than_the_last_gripper_command(harness, rig):
+    # Closing on an object: commanded 3 cm, while the sampled opening still says 4 cm. A hold
+    # at 4 cm would open the jaws; the hold keeps the commanded 3 cm and the commanded force.
+    rig.start_monitor()
+    _wait_matched(harness, rig.fake)
+    rig.fake.commanded_opening = 0.03
+    rig.fake.plan = _plan({20: ('missing', FramePlan(None))})
+    rig.fake.start()
+    harness.wait_until(lambda: any(m.frame_id == 'deadline_miss' for m in rig.stops.msgs()),
+                       20.0, 'the missing frame stopped')
+    missing = {f.stamp_ns for f in rig.fake.sent if f.kind == 'missing'}
+    harness.wait_until(lambda: any(_ns(m.header.stamp) in missing for m in rig.gripper.msgs()),
+                       5.0, 'the hold')
+    hold = next(m for m in rig.gripper.msgs() if _ns(m.header.stamp) in missing)
+    assert hold.position[0] == pytest.approx(0.03) and hold.effort[0] == 12.0
+
+
 def test_consecutive_misses_deactivate_controller_until_reactivate(harness, rig):
     rig.start_monitor(healthy_periods_to_ok=30)    # 3 s of ERROR to try ~/reactivate in
     _wait_matched(harness, rig.fake)
@@ -265,6 +285,8 @@ def test_stalled_camera_and_gripper_are_misses(harness, rig):
         assert any(a + timeout_ns <= stamp <= b + 300_000_000 for a, b in silences), \
             (stamp, silences)
     count = len(rig.stops.msgs())
+    # The stall is found through the content filter (1 in 10 samples reach the monitor).
+    assert 'content filter' in loop_status(rig.diags)[1]['gripper_sampling']
     rig.fake.joints_enabled = False
     harness.wait_until(lambda: any(m.frame_id == 'gripper_stall' for m in rig.stops.msgs()),
                        10.0, 'gripper_stall safe stop')
@@ -272,6 +294,20 @@ def test_stalled_camera_and_gripper_are_misses(harness, rig):
     budget_ns = int(BUDGET_S * 1e9)
     really_missed = {f.stamp_ns for f in rig.fake.sent if f.missed(budget_ns) is not False}
     assert set(_stamps(rig.stops.timed()[:count])) <= really_missed   # no false positive
+
+
+def test_a_gripper_too_slow_for_the_sampling_window_is_taken_whole(harness, rig):
+    # 100 Hz joint states and 5 ms windows: most windows would be empty, and the sampled
+    # gripper would look stalled. The monitor sees the rate and drops the filter instead.
+    rig.start_monitor(gripper_sample_window_ms=5.0)
+    _wait_matched(harness, rig.fake)
+    rig.fake.plan = _plan({})
+    rig.fake.start()
+    harness.wait_until(
+        lambda: loop_status(rig.diags)[1].get('gripper_sampling', '').startswith(
+            'every sample (the gripper is slower'), 20.0, 'sampling dropped for a slow gripper')
+    harness.wait_until(lambda: rig.fake.frame_index > 40, 20.0, 'frames')
+    assert not [m for m in rig.stops.msgs() if m.frame_id == 'gripper_stall']
 
 
 def test_monitor_restarted_picks_up_again(harness, rig):
