@@ -234,3 +234,35 @@ def test_height_step_separates_touching_objects_the_colour_cut_misses(locate):
     _match(locate(f.color, f.depth, f.intrinsics, f.extrinsics), pair, tol=0.004)
     no_step = LocatorParams(depth_step=1.0)
     assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics, no_step)) == 1
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
+def test_one_surface_in_two_colours_is_one_object_but_a_height_step_keeps_two(locate):
+    # A bright red face and a dark, slightly purple one (mean chromaticities 0.08 apart: over
+    # merge_color, and not the floor blended in) along a 4 cm border without a height step:
+    # one continuous surface (a shadow edge with a hue shift), joined by merge_smooth_color.
+    # The same two colours with a 2 cm step between them are two objects.
+    for top, expected in ((0.03, 1), (0.05, 2)):
+        halves = (Box(0.0, 0.0, 0.0, 0.05, 0.05, 0.03, rgb=(220, 60, 60)),
+                  Box(0.04, 0.0, 0.0, 0.03, 0.05, top, rgb=(20, 6, 7)))
+        f = scene(640, 480, boxes=halves)
+        objects = locate(f.color, f.depth, f.intrinsics, f.extrinsics)
+        assert len(objects) == expected, top
+    # Without the continuous-surface rule the flat pair splits too.
+    f = scene(640, 480, boxes=(halves[0], Box(0.04, 0.0, 0.0, 0.03, 0.05, 0.03, rgb=(20, 6, 7))))
+    apart = locate(f.color, f.depth, f.intrinsics, f.extrinsics,
+                   LocatorParams(merge_smooth_color=0.0))
+    assert len(apart) == 2
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
+def test_object_touching_a_floor_blended_one_along_a_short_border_stays_apart(locate):
+    # The colours of test_edge_blended_with_the_floor_joins_its_object, but the boxes share
+    # only 16 mm of their sides (~13 px against ~39 px = sqrt of the smaller one's pixels):
+    # two objects side by side, not one object and its blurred edge.
+    pair = (Box(0.0, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(200, 40, 40)),
+            Box(0.05, 0.024, 0.0, 0.05, 0.04, 0.03, rgb=(175, 90, 80)))
+    f = scene(640, 480, boxes=pair)
+    _match(locate(f.color, f.depth, f.intrinsics, f.extrinsics), pair, tol=0.004)
+    any_contact = LocatorParams(merge_blend_len=0.0)
+    assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics, any_contact)) == 1
