@@ -3,9 +3,11 @@
 """Tactile grasp state on simulated grasp episodes: accuracy, decision latency, false holding.
 
 Usage: python bench/bench_grasp_state.py [--episodes 10] [--synthetic 20] [--kinds ...]
-[--save traces.pkl | --load traces.pkl]
+[--split heldout|train] [--save traces.pkl | --load traces.pkl]
 
-Episodes run in ``SimWorld`` on held-out objects (800-999): the gripper is put over the mask
+Episodes run in ``SimWorld`` on held-out objects (800-999, scene seeds from 851; ``--split
+train``: training objects 000-799, scene seeds from 1, for tuning thresholds without looking
+at the held-out episodes): the gripper is put over the mask
 baseline's grasp, descends, closes, lifts, shakes and (``normal``) releases; ``empty`` closes
 next to the object; ``heavy`` makes the object 1.5 kg and grips with 6 N, so it slips or drops
 during the lift and the shake; ``rotational`` grips the object 50-70 % of the way from its
@@ -194,15 +196,15 @@ def _off_centre(world, frame, grasp, rng) -> None:
     grasp.center[2] = top - min(DEPTH_BELOW_TOP_M, 0.5 * (top - TRAY_FLOOR))
 
 
-def run_episode(seed: int, kind: str):
-    """One scripted grasp episode in a held-out scene; returns the recorded Trace."""
+def run_episode(seed: int, kind: str, split: str = 'heldout'):
+    """One scripted grasp episode in a scene of ``split``; returns the recorded Trace."""
     import pybullet as p
 
     from edge_loop.sim.baselines import mask_centroid_grasp
     from edge_loop.sim.grasp_trial import MIN_TCP_Z, surface_height
     from edge_loop.sim.world import DT, SimWorld
 
-    with SimWorld(seed, n_objects=1, split='heldout') as world:
+    with SimWorld(seed, n_objects=1, split=split) as world:
         frame = world.render()
         grasp = mask_centroid_grasp(world, frame)
         if grasp is None:
@@ -362,14 +364,17 @@ def _table(title, results):
     print()
 
 
-def simulate(kinds, episodes: int) -> list:
+SEED_START = {'heldout': 850, 'train': 0}
+
+
+def simulate(kinds, episodes: int, split: str = 'heldout') -> list:
     """``episodes`` recorded traces of each kind, from the same seeds every run."""
     traces = []
     for kind in kinds:
-        seed, done = 850, 0
-        while done < episodes and seed < 1000:
+        seed, done = SEED_START[split], 0
+        while done < episodes and seed < SEED_START[split] + 150:
             seed += 1
-            trace = run_episode(seed, kind)
+            trace = run_episode(seed, kind, split)
             if trace is None:
                 continue
             trace.events['seed'] = seed
@@ -398,6 +403,8 @@ def main() -> None:
     parser.add_argument('--episodes', type=int, default=10, help='simulated episodes per kind')
     parser.add_argument('--synthetic', type=int, default=20, help='synthetic episodes per kind')
     parser.add_argument('--kinds', nargs='+', default=list(SIM_KINDS))
+    parser.add_argument('--split', choices=sorted(SEED_START), default='heldout',
+                        help='objects and scene seeds to simulate (train: for tuning)')
     parser.add_argument('--save', help='pickle the simulated traces here')
     parser.add_argument('--load', help='classify these pickled traces instead of simulating')
     args = parser.parse_args()
@@ -406,7 +413,7 @@ def main() -> None:
         with open(args.load, 'rb') as fh:
             traces = [tr for tr in pickle.load(fh) if tr.kind in args.kinds]
     else:
-        traces = simulate(args.kinds, args.episodes)
+        traces = simulate(args.kinds, args.episodes, args.split)
     if args.save:
         with open(args.save, 'wb') as fh:
             pickle.dump(traces, fh)
@@ -415,7 +422,9 @@ def main() -> None:
     for trace in traces:
         for out, channels in ((results, 'normal'), (with_shear, 'shear')):
             out.append((trace.kind, scores_with_loss_alarm(trace, classify(trace, channels))))
-    _table(f'simulated grasp episodes, held-out objects, /gripper/joint_states with the pad '
+    objects = 'held-out' if args.load is None and args.split == 'heldout' else (
+        'training' if args.load is None else 'loaded')
+    _table(f'simulated grasp episodes, {objects} objects, /gripper/joint_states with the pad '
            f'shear channel ({took:.0f} s)', with_shear)
     _table('the same episodes from normal force and finger positions only (no shear '
            'sensing)', results)

@@ -18,7 +18,9 @@ Per sample a *raw* state is classified from:
   load their contact at the friction limit: shear / normal force >= ``slip_shear_ratio`` on the
   left *and* the right pad means the object slides between them, which the normal force alone
   cannot show (a slide at constant grip force over a prismatic face leaves both the pad forces
-  and the opening unchanged);
+  and the opening unchanged), or the fingers close faster than ``slip_fast_velocity`` with the
+  force ``slip_fast_drop_fraction`` below the hold's peak or a pad's shear/normal at
+  ``slip_pre_ratio`` or more (the finger positions come without the force sensor's delay);
   ``lost`` when most of the force is gone (below ``lost_fraction`` of the peak) while the
   fingers close on, or contact ends after holding while the fingers close further than
   ``lost_closing`` past the opening they held at, or the command still says closed (a release
@@ -28,12 +30,23 @@ Per sample a *raw* state is classified from:
 
 Both pads at the friction limit, rather than one: one pad alone reaches it while an object
 resting on the table pivots about the other; a pure rotation in the grip (torsional slip)
-leaves the net shear of both pads below the limit and needs a shear *field* to be seen.
+leaves the net shear of both pads below the limit and needs a shear *field* to be seen. One pad
+does count when its ratio *jumps* to ``pivot_shear_ratio`` from below ``pivot_jump_from``
+within ``slip_jump_s``: the object starts to turn about the other pad. That *pivot* is slipping
+until the pad's ratio falls below ``pivot_keep``, for at most ``pivot_max_s`` (a pad that stays
+at the limit after that reads like one resting there, which is not a slip).
 
 The published state follows the raw state only after the raw state has been the same for
 ``dwell_s`` (``slip_dwell_s`` for ``slipping`` from the normal-force cues: one- or two-sample
-force spikes while the arm shakes are not slips; a shear at the friction limit on both pads
-needs only ``dwell_s``) (debouncing). Two implementations with the same arithmetic:
+force spikes while the arm shakes are not slips) (debouncing). Stronger evidence waits less:
+both pads at the friction limit, a pivot, or the fingers closing faster than
+``slip_fast_velocity`` need only ``dwell_s``; both pads at the limit when one of them was
+below ``slip_jump_from`` within ``slip_jump_s`` (the object broke loose just now; on the
+benchmark's grasps a pad resting at the limit got there slowly) is published at once. The
+simulated force sensor reports 3 physics steps late, so every sample of dwell adds to a delay
+that is already there.
+
+Two implementations with the same arithmetic:
 :class:`GraspStateEstimator` (streaming, what the node runs) and :func:`classify_trace`
 (features vectorised over a whole recorded trace, for replay and benchmarks); the harness
 checks that they give the identical state sequence (``edge_loop/verify/ops_grasp_state.py``).
@@ -74,10 +87,19 @@ class GraspStateParams:
     slip_window_s: float = 0.06
     slip_velocity: float = 0.01
     slip_creep_drop_fraction: float = 0.1   # ... with the force this far below the hold's peak
+    slip_fast_velocity: float = 0.03    # closing this fast with the force ...
+    slip_fast_drop_fraction: float = 0.2    # ... this far below the hold's peak, or with ...
+    slip_pre_ratio: float = 0.75        # ... a pad's shear/normal this high: slipping, dwell_s
     slip_settle_s: float = 0.08         # no slip decisions in the first part of a hold
     lost_closing: float = 0.003
     lost_fraction: float = 0.25         # force below this share of its recent peak -> lost
     slip_shear_ratio: float = 0.97      # shear/normal on both pads: sliding (sim pads: mu 1.08)
+    slip_jump_s: float = 0.015          # look-back of the jump tests
+    slip_jump_from: float = 0.8         # both pads at the limit, one below this before: no dwell
+    pivot_shear_ratio: float = 1.05     # one pad's shear/normal jumping to this ...
+    pivot_jump_from: float = 0.5        # ... from below this: a pivot about the other pad ...
+    pivot_keep: float = 0.95            # ... until that pad's ratio falls below this ...
+    pivot_max_s: float = 0.03           # ... or at most this long after the jump
 
     def validate(self) -> None:
         """Raise ValueError for inconsistent thresholds."""
@@ -95,6 +117,13 @@ class GraspStateParams:
             raise ValueError('lost_fraction must be in [0, 1)')
         if not self.slip_shear_ratio > 0:
             raise ValueError('slip_shear_ratio must be > 0')
+        for name in ('slip_jump_s', 'slip_fast_velocity', 'pivot_max_s'):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f'{name} must be >= 0')
+        if not 0 < self.slip_fast_drop_fraction < 1:
+            raise ValueError('slip_fast_drop_fraction must be in (0, 1)')
+        if not (self.pivot_shear_ratio > 0 and self.slip_pre_ratio > 0):
+            raise ValueError('pivot_shear_ratio and slip_pre_ratio must be > 0')
 
 
 DEFAULT_PARAMS = GraspStateParams()
@@ -113,17 +142,23 @@ class _Machine:
         self.hold_peak = 0.0
 
     def step(self, t: float, contact: bool, fmin: float, peak: float, opening: float,
-             closing_speed: float, command_delta: float, shear_ratio: float) -> str:
+             closing_speed: float, command_delta: float, at_limit: bool, jump: bool,
+             pivot_since: float, near_limit: bool) -> str:
         """One sample.
 
-        ``command_delta`` = commanded minus actual opening; ``shear_ratio`` = the smaller
-        shear/normal ratio of the two pads; either NaN = unknown.
+        ``command_delta`` = commanded minus actual opening (NaN = unknown); the shear features
+        (all False / inf without a shear channel): ``at_limit`` both pads at
+        ``slip_shear_ratio``, ``jump`` that with one of them below ``slip_jump_from`` within
+        ``slip_jump_s`` before, ``pivot_since`` the time of the pivot jump in progress (inf:
+        none; see :func:`_pivot_since`), ``near_limit`` a pad at ``slip_pre_ratio``.
         """
         p = self.p
         prev = self.state
+        pivot = pivot_since <= t and t - pivot_since <= p.pivot_max_s
         cmd_open = command_delta > p.command_tolerance
         cmd_closed = command_delta < -p.command_tolerance
         fingers_opening = closing_speed < -p.moving_velocity
+        fast_closing = False
         if cmd_open:
             raw = OPEN                       # released or opening: whatever the pads feel
         elif prev == LOST and contact and opening > p.closed_opening:
@@ -137,12 +172,15 @@ class _Machine:
             raw = HOLDING
             # a large force drop, fingers closing in while the force is off its peak
             # (squeezing harder is not a slip), or both pads at the friction limit
+            creep = self.hold_peak - fmin > p.slip_creep_drop_fraction * self.hold_peak
+            # closing fast with the force well off the peak, or with a pad near the friction
+            # limit (the fingers move now, the force sensor tells only 3 steps later)
+            fast_closing = closing_speed > p.slip_fast_velocity and (
+                near_limit or self.hold_peak - fmin > p.slip_fast_drop_fraction * self.hold_peak)
             if prev in _GRIPPED and t - self.hold_since >= p.slip_settle_s and (
                     peak - fmin > p.slip_drop_fraction * peak
-                    or (closing_speed > p.slip_velocity
-                        and self.hold_peak - fmin > p.slip_creep_drop_fraction
-                        * self.hold_peak)
-                    or shear_ratio >= p.slip_shear_ratio):
+                    or (closing_speed > p.slip_velocity and creep)
+                    or at_limit or pivot or fast_closing):
                 raw = SLIPPING
         elif prev in _GRIPPED and not fingers_opening and (
                 cmd_closed or closing_speed > p.moving_velocity
@@ -158,9 +196,15 @@ class _Machine:
         if raw != self.candidate:
             self.candidate = raw
             self.candidate_since = t
-        # both pads at the friction limit is no solver spike: the short dwell
-        dwell = (p.slip_dwell_s if raw == SLIPPING and not shear_ratio >= p.slip_shear_ratio
-                 else p.dwell_s)
+        # the friction limit or fast creep is no solver force spike: the short dwell
+        if raw != SLIPPING:
+            dwell = p.dwell_s
+        elif jump:
+            dwell = 0.0
+        elif at_limit or pivot or fast_closing:
+            dwell = p.dwell_s
+        else:
+            dwell = p.slip_dwell_s
         if raw != prev and t - self.candidate_since >= dwell:
             self.state = raw
             if raw == HOLDING and prev not in _GRIPPED:
@@ -191,6 +235,8 @@ class GraspStateEstimator:
         self._machine = _Machine(self.params)
         self._contact = False
         self._window: deque[tuple[float, float]] = deque()
+        self._ratios: deque[tuple[float, float, float]] = deque()   # (t, left, right)
+        self._pivot_since = [math.inf, math.inf]   # see _pivot_since
         self.last_t = -math.inf
 
     @property
@@ -229,11 +275,33 @@ class GraspStateEstimator:
             window.popleft()
         peak = max(f for _, f in window)
         delta = math.nan if commanded_opening is None else float(commanded_opening) - opening
-        ratio = math.nan if shear is None else min(
-            shear[0] / max(vals[4] - p.force_bias[0], p.force_on),
-            shear[1] / max(vals[5] - p.force_bias[1], p.force_on))
+        if shear is None:
+            ratio_l = ratio_r = math.nan
+        else:
+            ratio_l = shear[0] / max(vals[4] - p.force_bias[0], p.force_on)
+            ratio_r = shear[1] / max(vals[5] - p.force_bias[1], p.force_on)
+        ratios = self._ratios
+        start = t - p.slip_jump_s
+        while ratios and ratios[0][0] <= start:
+            ratios.popleft()
+        low_l = min((r[1] for r in ratios), default=math.nan)
+        low_r = min((r[2] for r in ratios), default=math.nan)
+        ratios.append((t, ratio_l, ratio_r))
+        # both pads at the friction limit; and a moment ago one of them well inside it: the
+        # object broke loose just now (nothing resting at the limit), so it needs no dwell
+        at_limit = min(ratio_l, ratio_r) >= p.slip_shear_ratio
+        jump = at_limit and min(low_l, low_r) < p.slip_jump_from
+        # one pad jumped to the limit (the other need not): the object turns about that pad
+        since = self._pivot_since
+        for i, (r, low) in enumerate(((ratio_l, low_l), (ratio_r, low_r))):
+            if r >= p.pivot_shear_ratio and low < p.pivot_jump_from:
+                if since[i] == math.inf:
+                    since[i] = t
+            elif not r >= p.pivot_keep:
+                since[i] = math.inf
+        near = max(ratio_l, ratio_r) >= p.slip_pre_ratio
         return self._machine.step(t, self._contact, fmin, peak, opening, closing_speed, delta,
-                                  ratio)
+                                  at_limit, jump, min(since), near)
 
 
 def classify_trace_reference(t, positions, velocities, forces, commanded_opening=None,
@@ -261,6 +329,23 @@ def _hysteresis(on: np.ndarray, off: np.ndarray) -> np.ndarray:
     idx = np.where(event >= 0, np.arange(len(event)), -1)
     np.maximum.accumulate(idx, out=idx)
     return np.where(idx >= 0, event[np.maximum(idx, 0)] == 1, False)
+
+
+def _pivot_since(t: np.ndarray, ratio: np.ndarray, low: np.ndarray,
+                 params: GraspStateParams) -> np.ndarray:
+    """Per sample, when this pad's pivot jump in progress came (inf: none).
+
+    A jump (ratio >= ``pivot_shear_ratio`` with ``low`` below ``pivot_jump_from``) starts a
+    pivot unless one is in progress; a ratio below ``pivot_keep`` (no jump) ends it.
+    """
+    n = len(t)
+    idx = np.arange(n)
+    start = (ratio >= params.pivot_shear_ratio) & (low < params.pivot_jump_from)
+    end = ~start & ~(ratio >= params.pivot_keep)
+    last_end = np.maximum.accumulate(np.where(end, idx, -1))
+    first_start = np.append(np.minimum.accumulate(np.where(start, idx, n)[::-1])[::-1], n)
+    jumped = first_start[last_end + 1]
+    return np.where(jumped <= idx, t[np.minimum(jumped, n - 1)], np.inf)
 
 
 def classify_trace(t, positions, velocities, forces, commanded_opening=None,
@@ -299,16 +384,29 @@ def classify_trace(t, positions, velocities, forces, commanded_opening=None,
     else:
         delta = np.asarray(commanded_opening, dtype=np.float64) - opening
     if shears is None:
-        ratio = np.full(n, np.nan)
+        ratio_l = ratio_r = np.full(n, np.nan)
     else:
-        ratio = np.minimum(
-            shr[:, 0] / np.maximum(frc[:, 0] - params.force_bias[0], params.force_on),
-            shr[:, 1] / np.maximum(frc[:, 1] - params.force_bias[1], params.force_on))
+        ratio_l = shr[:, 0] / np.maximum(frc[:, 0] - params.force_bias[0], params.force_on)
+        ratio_r = shr[:, 1] / np.maximum(frc[:, 1] - params.force_bias[1], params.force_on)
+    # Lowest ratio of each pad over the previous samples in (t - slip_jump_s, t), NaN if none.
+    low_l, low_r = np.full(n, np.nan), np.full(n, np.nan)
+    if shears is not None:
+        first = np.searchsorted(t, t - params.slip_jump_s, side='right')
+        for lag in range(1, int((idx - first).max(initial=0)) + 1):
+            sel = idx - lag >= first
+            src = idx[sel] - lag
+            low_l[sel] = np.fmin(low_l[sel], ratio_l[src])
+            low_r[sel] = np.fmin(low_r[sel], ratio_r[src])
+    at_limit = np.minimum(ratio_l, ratio_r) >= params.slip_shear_ratio
+    jump = at_limit & (np.minimum(low_l, low_r) < params.slip_jump_from)
+    since = np.minimum(_pivot_since(t, ratio_l, low_l, params),
+                       _pivot_since(t, ratio_r, low_r, params))
+    near = np.maximum(ratio_l, ratio_r) >= params.slip_pre_ratio
     machine = _Machine(params)
     out = np.empty(n, dtype=np.int8)
     step = machine.step
     columns = [x.tolist() for x in (t, contact, fmin, peak, opening, closing_speed, delta,
-                                    ratio)]
+                                    at_limit, jump, since, near)]
     for k, row in enumerate(zip(*columns)):
         out[k] = STATE_INDEX[step(*row)]
     return out

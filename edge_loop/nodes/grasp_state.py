@@ -7,7 +7,8 @@ positions (m from the centreline), velocities (m/s), efforts = pad normal forces
 ``/edge_loop/cmd/gripper`` (sensor_msgs/JointState ``gripper``: commanded opening), which tells
 a release from a loss. Optional shear channel: when the joint_states message also names
 ``left_finger_shear`` and ``right_finger_shear``, their efforts are the tangential forces on the
-pads (N) and the estimator uses them (both pads at the friction limit = slipping); without them
+pads (N) and the estimator uses them (both pads at the friction limit = slipping, at once when
+one of them was well inside it a moment before; one pad jumping to it = a pivot); without them
 it works from the normal forces alone. Output at the input rate: ``/edge_loop/grasp_state``
 (diagnostic_msgs/DiagnosticArray, header stamp = the joint_states stamp, frame ``gripper``) with
 one DiagnosticStatus named ``grasp_state``: message = open | closing | holding | closed_empty |
@@ -107,6 +108,15 @@ class GraspStateNode(StageNode):
         Param('slip_creep_drop_fraction', _DEF.slip_creep_drop_fraction,
               'Force drop from the peak that, with fingers closing in, means slipping',
               min=0.0, max=0.99),
+        Param('slip_fast_velocity', _DEF.slip_fast_velocity,
+              'Closing speed (m/s) that, with the force slip_fast_drop_fraction below the '
+              "hold's peak (or a pad at slip_pre_ratio) is slipping after dwell_s", min=0.0,
+              max=10.0),
+        Param('slip_fast_drop_fraction', _DEF.slip_fast_drop_fraction,
+              'Force drop from the peak for that fast decision', min=0.01, max=0.99),
+        Param('slip_pre_ratio', _DEF.slip_pre_ratio,
+              "... or a pad's shear/normal this high (with a shear channel)", min=0.01,
+              max=100.0),
         Param('slip_settle_s', _DEF.slip_settle_s, 'No slip decisions this early in a hold (s)',
               min=0.0, max=5.0),
         Param('lost_closing', _DEF.lost_closing,
@@ -117,6 +127,21 @@ class GraspStateNode(StageNode):
         Param('slip_shear_ratio', _DEF.slip_shear_ratio,
               'Shear/normal force on both pads that means sliding (with a shear channel)',
               min=0.01, max=10.0),
+        Param('slip_jump_s', _DEF.slip_jump_s,
+              'Look-back of the shear jump tests (s)', min=0.0, max=1.0),
+        Param('slip_jump_from', _DEF.slip_jump_from,
+              'Both pads at slip_shear_ratio with one below this within slip_jump_s before: '
+              'slipping at once (no dwell)', min=0.0, max=10.0),
+        Param('pivot_shear_ratio', _DEF.pivot_shear_ratio,
+              "One pad's shear/normal that, jumped to from below pivot_jump_from within "
+              'slip_jump_s, means the object pivots about the other pad', min=0.01, max=100.0),
+        Param('pivot_jump_from', _DEF.pivot_jump_from,
+              "That pad's shear/normal before the jump", min=0.0, max=10.0),
+        Param('pivot_keep', _DEF.pivot_keep,
+              "The pivot ends when that pad's shear/normal falls below this", min=0.0,
+              max=10.0),
+        Param('pivot_max_s', _DEF.pivot_max_s,
+              'A pivot lasts at most this long after its jump (s)', min=0.0, max=10.0),
     )
 
     def __init__(self, **kwargs: Any) -> None:
@@ -142,7 +167,13 @@ class GraspStateNode(StageNode):
             slip_window_s=prm['slip_window_s'], slip_velocity=prm['slip_velocity'],
             slip_creep_drop_fraction=prm['slip_creep_drop_fraction'],
             slip_settle_s=prm['slip_settle_s'], lost_closing=prm['lost_closing'],
-            lost_fraction=prm['lost_fraction'], slip_shear_ratio=prm['slip_shear_ratio'])
+            lost_fraction=prm['lost_fraction'], slip_shear_ratio=prm['slip_shear_ratio'],
+            slip_fast_velocity=prm['slip_fast_velocity'],
+            slip_fast_drop_fraction=prm['slip_fast_drop_fraction'],
+            slip_pre_ratio=prm['slip_pre_ratio'],
+            slip_jump_s=prm['slip_jump_s'], slip_jump_from=prm['slip_jump_from'],
+            pivot_shear_ratio=prm['pivot_shear_ratio'], pivot_jump_from=prm['pivot_jump_from'],
+            pivot_keep=prm['pivot_keep'], pivot_max_s=prm['pivot_max_s'])
         try:
             self._est = gs.GraspStateEstimator(params)
         except ValueError as exc:

@@ -88,6 +88,94 @@ def test_contact_after_a_loss_is_slipping_not_holding():
     assert states[170:] == [gs.HOLDING] * 80
 
 
+def _held(n=300, rate=240.0, grip=10.0):
+    """A steady grip from the first sample: t, positions, velocities, forces, shears, command."""
+    t = np.arange(n) / rate
+    pos = np.full((n, 2), 0.015)
+    vel = np.zeros((n, 2))
+    forces = np.full((n, 2), grip)
+    shears = np.full((n, 2), 0.3 * grip)
+    return t, pos, vel, forces, shears, np.zeros(n)
+
+
+def _both(t, pos, vel, forces, shears, cmd):
+    """States from both implementations, which must agree."""
+    dep = gs.classify_trace(t, pos, vel, forces, cmd, shears=shears)
+    ref = gs.classify_trace_reference(t, pos, vel, forces, cmd, shears=shears)
+    assert np.array_equal(dep, ref)
+    return gs.state_names(dep)
+
+
+def test_a_jump_to_the_friction_limit_is_slipping_at_once_a_slow_rise_waits():
+    # both pads go from a third of the grip to the friction limit between two samples: the
+    # object broke loose, slipping on that very sample (the old dwell waited one more)
+    t, pos, vel, forces, shears, cmd = _held()
+    k = 200
+    shears[k:] = 1.08 * forces[k:]
+    states = _both(t, pos, vel, forces, shears, cmd)
+    assert states[k - 1] == gs.HOLDING and states[k] == gs.SLIPPING
+    # the same level reached over 100 ms (an object settling against the limit): dwell_s
+    t, pos, vel, forces, shears, cmd = _held()
+    ramp = np.clip((np.arange(len(t)) - 176) / 24, 0, 1)
+    shears = forces * (0.3 + 0.78 * ramp)[:, None]
+    states = _both(t, pos, vel, forces, shears, cmd)
+    first = states.index(gs.SLIPPING)
+    at_limit = int(np.flatnonzero(shears[:, 0] / forces[:, 0] >= 0.97)[0])
+    assert first == at_limit + 1
+
+
+def test_one_pad_jumping_to_the_limit_is_a_pivot_for_a_while():
+    # the left pad jumps to the friction limit, the right one stays well inside it: the
+    # object turns about the right pad (both pads at the limit were needed before)
+    t, pos, vel, forces, shears, cmd = _held()
+    k = 200
+    shears[k:, 0] = 1.15 * forces[k:, 0]
+    states = _both(t, pos, vel, forces, shears, cmd)
+    assert states[k - 1] == gs.HOLDING
+    assert states[k + 1] == gs.SLIPPING
+    p = gs.DEFAULT_PARAMS
+    # a pad that stays at the limit rests there: holding again after pivot_max_s
+    end = k + int(np.ceil(p.pivot_max_s * 240)) + 3
+    assert states[end:] == [gs.HOLDING] * (len(t) - end)
+    # a pad that was at the limit already does not make a pivot
+    shears[:, 0] = 1.15 * forces[:, 0]
+    assert gs.SLIPPING not in _both(t, pos, vel, forces, shears, cmd)
+
+
+def test_fingers_closing_fast_on_a_dropping_force_need_only_the_short_dwell():
+    # without shear: the force falls 30 % below the hold's peak while the fingers close in at
+    # 5 cm/s (the object slides out between them): slipping after dwell_s, not slip_dwell_s
+    t, pos, vel, forces, _, cmd = _held()
+    k = 200
+    forces[k:] = 7.0
+    vel[k:] = -0.025                       # per finger: closing at 5 cm/s
+    pos[k:] = 0.015 - 0.025 * (t[k:, None] - t[k])
+    states = _both(t, pos, vel, forces, None, cmd)
+    assert states[k] == gs.HOLDING and states[k + 1] == gs.SLIPPING
+    # slower creep (2 cm/s) still waits slip_dwell_s
+    vel[k:] = -0.01
+    pos[k:] = 0.015 - 0.01 * (t[k:, None] - t[k])
+    states = _both(t, pos, vel, forces, None, cmd)
+    first = states.index(gs.SLIPPING)
+    assert t[first] - t[k] >= gs.DEFAULT_PARAMS.slip_dwell_s
+
+
+def test_fingers_closing_fast_with_a_pad_near_the_limit_is_slipping_before_the_force_says():
+    # a pad loaded near the friction limit, then the fingers close in at 5 cm/s (the object
+    # turns between them) while the (delayed) forces have not changed yet: slipping after
+    # dwell_s; the same closing with both pads far from the limit is not a slip (yet)
+    t, pos, vel, forces, shears, cmd = _held()
+    shears[:, 1] = 0.85 * forces[:, 1]
+    k = 200
+    vel[k:k + 6] = -0.025
+    pos[k:k + 6] = 0.015 - 0.025 * (t[k:k + 6, None] - t[k])
+    pos[k + 6:] = pos[k + 5]
+    states = _both(t, pos, vel, forces, shears, cmd)
+    assert states[k] == gs.HOLDING and states[k + 1] == gs.SLIPPING
+    shears[:, 1] = 0.3 * forces[:, 1]
+    assert gs.SLIPPING not in _both(t, pos, vel, forces, shears, cmd)
+
+
 def test_noise_around_a_threshold_does_not_chatter():
     n = 1000
     t = np.arange(n) / 250.0
