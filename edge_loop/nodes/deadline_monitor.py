@@ -431,7 +431,7 @@ class DeadlineMonitor(StageNode):
             self._detect = LatencyWindow(max(p['window'], 1000))
             self._reaction = LatencyWindow(max(p['window'], 1000))
             self._wake_delay = LatencyWindow(max(p['window'], 1000))
-            self._frame_stages: set[str] = set()   # stages seen completing camera frames
+            self._frame_stages: set[str] = set()   # stages seen answering camera frames
             self._own_stops: deque[int] = deque(maxlen=64)
             self._opening_m: float | None = None
             self._joint_raw: bytes | None = None
@@ -793,6 +793,10 @@ class DeadlineMonitor(StageNode):
         if stage not in self.params['sampled_stages'] and \
                 self._tracker.last_stamp_ns is not None and stamp >= (
                     self._tracker.last_stamp_ns - 4 * self._budget_ns):
+            # It answers camera frames, on time or not: with the controller off, a frame is
+            # healthy only when every such stage met its deadline. (Learning this from on-time
+            # frames only left a stage that was late from the start out of that judgement.)
+            self._frame_stages.add(stage)
             self._tracker.stage_done(stage, stamp, now)
 
     def _on_command(self, stamp: int, now: int) -> None:
@@ -811,8 +815,6 @@ class DeadlineMonitor(StageNode):
         if self._command_stage is not None:
             upstream = [t for s, t in (frame.stages.items() if frame else ())
                         if s != self._command_stage]
-            self._frame_stages.update(s for s in (frame.stages if frame else ())
-                                      if s != self._command_stage)
             own = now - max(upstream) if upstream else now - stamp
             stats = self._stages[self._command_stage]
             stats.latency.add(own)
