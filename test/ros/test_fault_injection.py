@@ -11,9 +11,12 @@ camera and gripper stalls, the monitor restarted); bench/bench_deadline.py count
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -49,7 +52,9 @@ class Stops:
             return [s for s in self.items if s[0] >= t and reason in (None, s[2])]
 
 
-def _graph(ros_domain, tmp_path, extra: dict) -> Graph:
+@contextlib.contextmanager
+def _running_graph(ros_domain, tmp_path, extra: dict) -> Iterator[tuple[Any, Graph, Stops]]:
+    """The deployed graph on the nominal bag (looped, real time), active; safe stops taken."""
     bag = data_dir() / 'scenarios' / SCENARIO
     if not bag.exists():
         pytest.fail(f'embedded scenario bag {bag} is missing (make record-default)')
@@ -57,34 +62,36 @@ def _graph(ros_domain, tmp_path, extra: dict) -> Graph:
                                      'wait_topics': [topics.CAMERA_INFO],
                                      'start_delay_s': 1.0}}
     nodes = bringup.graph('bag', bag=str(bag), transport='shm', monitor=True, extra=extra)
-    return Graph(nodes, bringup.default_params_file(), tmp_path / 'logs', env=ros_domain[1])
-
-
-def test_a_stage_slowed_beyond_its_budget_stops_the_loop_and_takes_the_controller_down(
-        ros_domain, tmp_path):
-    # grasp_planner sleeps 120 ms a frame: no frame's command can be out by 66 ms.
-    graph = _graph(ros_domain, tmp_path, {'grasp_planner': {'debug_delay_ms': 120.0}})
+    graph = Graph(nodes, bringup.default_params_file(), tmp_path / 'logs', env=ros_domain[1])
     with ros_harness(ros_domain[0]) as h:
         stops = Stops()
         h.subscribe(Header, topics.SAFE_STOP, stops, QoSProfile(depth=500))
         try:
             graph.start()
             graph.wait_active(120.0)
-            active = time.monotonic()
-            controller = h.lifecycle('pick_controller')
-            # The misses count once the startup grace ends (no on-time commands: after
-            # startup_grace_s); N in a row deactivate the controller.
-            h.wait_until(lambda: controller.get_state(timeout=5.0) == 'inactive',
-                         MONITOR['startup_grace_s'] + 30.0, 'pick_controller deactivated')
-            assert len(stops.since(active, 'deadline_miss')) >= MONITOR['misses_to_deactivate']
-            # Every frame still misses after that, and each gets its stop.
-            before = len(stops.since(active, 'deadline_miss'))
-            time.sleep(2.0)
-            assert len(stops.since(active, 'deadline_miss')) >= before + 15
-            assert controller.get_state(timeout=5.0) == 'inactive'   # no silent re-activation
-            assert not graph.dead(), f'node process(es) died: {graph.dead()}'
+            yield h, graph, stops
         finally:
             graph.stop()
+
+
+def test_a_stage_slowed_beyond_its_budget_stops_the_loop_and_takes_the_controller_down(
+        ros_domain, tmp_path):
+    # grasp_planner sleeps 120 ms a frame: no frame's command can be out by 66 ms.
+    slowed = {'grasp_planner': {'debug_delay_ms': 120.0}}
+    with _running_graph(ros_domain, tmp_path, slowed) as (h, graph, stops):
+        active = time.monotonic()
+        controller = h.lifecycle('pick_controller')
+        # The misses count once the startup grace ends (no on-time commands: after
+        # startup_grace_s); N in a row deactivate the controller.
+        h.wait_until(lambda: controller.get_state(timeout=5.0) == 'inactive',
+                     MONITOR['startup_grace_s'] + 30.0, 'pick_controller deactivated')
+        assert len(stops.since(active, 'deadline_miss')) >= MONITOR['misses_to_deactivate']
+        # Every frame still misses after that, and each gets its stop.
+        before = len(stops.since(active, 'deadline_miss'))
+        time.sleep(2.0)
+        assert len(stops.since(active, 'deadline_miss')) >= before + 15
+        assert controller.get_state(timeout=5.0) == 'inactive'   # no silent re-activation
+        assert not graph.dead(), f'node process(es) died: {graph.dead()}'
     log = (tmp_path / 'logs' / 'deadline_monitor.log').read_text(errors='replace')
     # The miss reports name the stage that held the frames up.
     misses = [line for line in log.splitlines() if 'deadline_miss: frame' in line]
@@ -94,29 +101,21 @@ def test_a_stage_slowed_beyond_its_budget_stops_the_loop_and_takes_the_controlle
 
 
 def test_a_killed_stage_process_is_noticed_and_the_loop_goes_safe(ros_domain, tmp_path):
-    graph = _graph(ros_domain, tmp_path, {})
-    with ros_harness(ros_domain[0]) as h:
-        stops = Stops()
-        h.subscribe(Header, topics.SAFE_STOP, stops, QoSProfile(depth=500))
-        try:
-            graph.start()
-            graph.wait_active(120.0)
-            controller = h.lifecycle('pick_controller')
-            time.sleep(MONITOR['startup_grace_s'] + 2.0)     # past the startup grace
-            mapper = next(p for p in graph.procs if p.name == 'occupancy_mapper')
-            killed = time.monotonic()
-            mapper.signal(signal.SIGKILL)
-            manager = graph.procs[-1]
-            # By its pid, at the next 0.1 s heartbeat; not by the 3 s get_state timeout.
-            h.wait_until(lambda: "failure detected: node 'occupancy_mapper'" in
-                         manager.output(), 2.5, 'the manager noticing the killed node')
-            h.wait_until(lambda: controller.get_state(timeout=5.0) == 'inactive', 10.0,
-                         'pick_controller deactivated')
-            # Frames now lack the occupancy grid: the monitor stops them as misses.
-            h.wait_until(lambda: stops.since(killed, 'deadline_miss'), 10.0,
-                         'a safe stop after the kill')
-        finally:
-            graph.stop()
+    with _running_graph(ros_domain, tmp_path, {}) as (h, graph, stops):
+        controller = h.lifecycle('pick_controller')
+        time.sleep(MONITOR['startup_grace_s'] + 2.0)     # past the startup grace
+        mapper = next(p for p in graph.procs if p.name == 'occupancy_mapper')
+        killed = time.monotonic()
+        mapper.signal(signal.SIGKILL)
+        manager = graph.procs[-1]
+        # By its pid, at the next 0.1 s heartbeat; not by the 3 s get_state timeout.
+        h.wait_until(lambda: "failure detected: node 'occupancy_mapper'" in
+                     manager.output(), 2.5, 'the manager noticing the killed node')
+        h.wait_until(lambda: controller.get_state(timeout=5.0) == 'inactive', 10.0,
+                     'pick_controller deactivated')
+        # Frames now lack the occupancy grid: the monitor stops them as misses.
+        h.wait_until(lambda: stops.since(killed, 'deadline_miss'), 10.0,
+                     'a safe stop after the kill')
     log = (tmp_path / 'logs' / 'deadline_monitor.log').read_text(errors='replace')
     assert any('occupancy_mapper none' in line for line in log.splitlines()
                if 'deadline_miss: frame' in line)
