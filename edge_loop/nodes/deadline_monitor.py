@@ -15,8 +15,11 @@ its period is a miss too. See docs/deadline_monitor.md.
 
 Cost: the watched topics are taken raw by that same thread through its own wait set (on a
 helper node that no executor spins) and only their header stamps are read, so the monitor
-pays neither the executor's per-callback overhead nor deserialization; the 200 Hz gripper
-joint states are not even woken for, only drained when the thread wakes anyway.
+pays neither the executor's per-callback overhead nor deserialization. On real time a frame's
+command wakes the thread, not its camera_info (one wake-up per frame). The gripper-rate topics
+(200+ Hz joint states, grasp_state) are never woken for, and a DDS content filter on their
+stamps (``gripper_sample_every_ms``, applied by the publisher) keeps all but a sample of them
+from reaching this process at all.
 
 Simulated time (``use_sim_time``): ``/clock`` is taken by that thread too, instead of by
 rclpy's TimeSource through the executor (one executor callback per /clock message was most of
@@ -241,6 +244,7 @@ class DeadlineMonitor(StageNode):
         self._joint_sub = None
         self._filtered: list[Any] = []
         self._sampling: tuple[int, int] | None = None
+        self._filter_on = False
         self.gripper_sampling = 'every sample'
         self._wake = None
         self._entities: list[tuple[str, Any]] = []
@@ -348,6 +352,7 @@ class DeadlineMonitor(StageNode):
             e.subscription for e in by_topic.values()
             if any(stage in self.params['sampled_stages'] for stage in e.stages)]
         self.gripper_sampling = 'every sample'
+        self._filter_on = False
         if self._sampling is None:
             self.get_logger().info('gripper topics taken: every sample')
             return
@@ -360,6 +365,7 @@ class DeadlineMonitor(StageNode):
             self.get_logger().warn(f'no content filter on the gripper topics ({exc}): '
                                    'taking every sample')
         if all(enabled):
+            self._filter_on = True
             self.gripper_sampling = (f'{window_ns / NS_PER_MS:g} ms of stamps every '
                                      f'{every_ns / NS_PER_MS:g} ms (content filter)')
         else:
@@ -368,6 +374,7 @@ class DeadlineMonitor(StageNode):
         self.get_logger().info(f'gripper topics taken: {self.gripper_sampling}')
 
     def _clear_gripper_filter(self) -> None:
+        self._filter_on = False
         for sub in self._filtered:
             with contextlib.suppress(OSError, RuntimeError):
                 set_content_filter(sub, '')
@@ -375,9 +382,8 @@ class DeadlineMonitor(StageNode):
     def _check_gripper_rate(self) -> None:
         """A gripper slower than one sample per window would leave windows empty."""
         period = self._gripper_watch.est_period_ns
-        if self._sampling is None or period is None or \
-                period <= RATE_MARGIN * self._sampling[1] or \
-                self.gripper_sampling.startswith('every'):
+        if not self._filter_on or period is None or \
+                period <= RATE_MARGIN * self._sampling[1]:
             return
         self._clear_gripper_filter()
         # The readers are re-created underneath: not a stall while they match again.
@@ -525,8 +531,9 @@ class DeadlineMonitor(StageNode):
         self.rt_scheduling = self._try_realtime()
         self.get_logger().info(f'deadline thread started; real-time scheduling: '
                                f'{self.rt_scheduling}')
-        # Only what can make something due wakes the thread: on real time the frame clock
-        # (camera_info), on simulated time /clock (time stands still between its messages).
+        # Few things wake the thread: on real time a frame's command (which closes it), the
+        # next frame's expected deadline and, while a frame is overdue, camera_info (see
+        # _loop); on simulated time /clock (time stands still between its messages).
         # Everything else is drained when it wakes anyway: each message keeps its DDS receive
         # time, so nothing is lost but the wake-ups.
         wake_on = [e for e in self._inputs if (e.clock if self._sim_time else e.camera)]
