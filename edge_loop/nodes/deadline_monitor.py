@@ -98,8 +98,10 @@ def _message_type(name: str) -> Any:
         raise ConfigError(f'message type {name!r} not found ({exc})') from exc
 
 
-# The gripper may publish at most this share of the sampling window apart (jitter margin).
+# The gripper may publish at most this share of the sampling window apart (jitter margin),
+# judged once this many of its samples were counted (the estimate settles first).
 RATE_MARGIN = 0.75
+RATE_CHECK_SAMPLES = 200
 
 
 def _gripper_sampling(p: dict[str, Any]) -> tuple[int, int] | None:
@@ -209,7 +211,8 @@ class DeadlineMonitor(StageNode):
               'this process); must divide 1000; 0 takes every sample', min=0.0, max=1000.0),
         Param('gripper_sample_window_ms', 10.0,
               'Width of that window; the gripper must publish at least every 3/4 of it '
-              '(10 ms: >= 133 Hz); a slower gripper is detected and then every sample is taken',
+              '(10 ms: >= 133 Hz), else windows can stay empty and it look stalled (a slower '
+              'gripper is reported as an error)',
               min=0.1, max=1000.0),
         Param('controller_node', 'pick_controller', 'Lifecycle node deactivated after N misses'),
         Param('transition_timeout_s', 2.0, 'Timeout of a controller lifecycle transition',
@@ -245,6 +248,10 @@ class DeadlineMonitor(StageNode):
         self._filtered: list[Any] = []
         self._sampling: tuple[int, int] | None = None
         self._filter_on = False
+        self._rate_warned = False
+        self._gripper_counted = 0
+        self._rate_t0: int | None = None
+        self._rate_stalls = 0
         self.gripper_sampling = 'every sample'
         self._wake = None
         self._entities: list[tuple[str, Any]] = []
@@ -353,6 +360,9 @@ class DeadlineMonitor(StageNode):
             if any(stage in self.params['sampled_stages'] for stage in e.stages)]
         self.gripper_sampling = 'every sample'
         self._filter_on = False
+        self._rate_warned = False
+        self._gripper_counted = 0
+        self._rate_t0: int | None = None
         if self._sampling is None:
             self.get_logger().info('gripper topics taken: every sample')
             return
@@ -379,20 +389,39 @@ class DeadlineMonitor(StageNode):
             with contextlib.suppress(OSError, RuntimeError):
                 set_content_filter(sub, '')
 
-    def _check_gripper_rate(self) -> None:
-        """A gripper slower than one sample per window would leave windows empty."""
-        period = self._gripper_watch.est_period_ns
-        if not self._filter_on or period is None or \
-                period <= RATE_MARGIN * self._sampling[1]:
+    def _check_gripper_rate(self, now: int, count: int) -> None:
+        """Say so when the gripper is too slow for the sampling window (once).
+
+        Windows would then stay empty and the gripper look stalled: safe, but the stops are
+        the configuration's fault. The rate is taken over batches of samples, counted by
+        sequence number (the filtered ones too). The stall watch's running estimate is not
+        used: the windows' bursts bias it when receive times are quantised (simulated time).
+        The filter is not changed at run time: replacing it re-creates the DDS reader, and once, in
+        simulation, that froze the whole loop.
+        """
+        if not self._filter_on or self._rate_warned:
             return
-        self._clear_gripper_filter()
-        # The readers are re-created underneath: not a stall while they match again.
-        self._gripper_watch.reset()
-        self.gripper_sampling = 'every sample (the gripper is slower than one per window)'
-        self.get_logger().warn(
+        if self._rate_t0 is None:
+            self._rate_t0, self._rate_stalls = now, self._gripper_watch.stalls
+            return
+        self._gripper_counted += count
+        if self._gripper_counted < RATE_CHECK_SAMPLES or now <= self._rate_t0:
+            return
+        # Judged per batch of samples; a batch with a stall in it (a pause) does not count.
+        period = (now - self._rate_t0) / self._gripper_counted
+        paused = self._gripper_watch.stalls != self._rate_stalls
+        self._rate_t0, self._gripper_counted = now, 0
+        self._rate_stalls = self._gripper_watch.stalls
+        if paused or period <= RATE_MARGIN * self._sampling[1]:
+            return
+        self._rate_warned = True
+        self.gripper_sampling += ' - the gripper is too slow for it and may look stalled'
+        self.get_logger().error(
             f'gripper joint states come every {_ms(int(period))} ms, more than '
-            f"gripper_sample_window_ms ({self.params['gripper_sample_window_ms']:g}): taking "
-            'every sample from now on')
+            f'{RATE_MARGIN:g} x gripper_sample_window_ms '
+            f"({self.params['gripper_sample_window_ms']:g}): sampling windows can stay empty "
+            'and the gripper look stalled; set gripper_sample_window_ms to at least '
+            f'{period / RATE_MARGIN / NS_PER_MS:.1f} or gripper_sample_every_ms to 0')
 
     def _take_clock(self) -> None:
         """Read /clock in the deadline thread instead of through rclpy's TimeSource."""
@@ -731,9 +760,10 @@ class DeadlineMonitor(StageNode):
             count = seq - self._joint_seq
         self._joint_seq = seq
         if count:
-            self._gripper_watch.seen(self._receive_ns(last_info), count)
+            received = self._receive_ns(last_info)
+            self._gripper_watch.seen(received, count)
             self._joint_raw = last     # deserialized only when a hold needs the opening
-            self._check_gripper_rate()
+            self._check_gripper_rate(received, count)
 
     def _last_gripper_command(self) -> tuple[float | None, float | None]:
         """(opening, force) of the last gripper command (not counting our own holds)."""

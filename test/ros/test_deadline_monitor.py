@@ -296,18 +296,18 @@ def test_stalled_camera_and_gripper_are_misses(harness, rig):
     assert set(_stamps(rig.stops.timed()[:count])) <= really_missed   # no false positive
 
 
-def test_a_gripper_too_slow_for_the_sampling_window_is_taken_whole(harness, rig):
-    # 100 Hz joint states and 5 ms windows: most windows would be empty, and the sampled
-    # gripper would look stalled. The monitor sees the rate and drops the filter instead.
+def test_a_gripper_too_slow_for_the_sampling_window_is_reported(harness, rig):
+    # 100 Hz joint states and 5 ms windows: windows can stay empty and the gripper look
+    # stalled. The monitor sees the rate (from the publisher's sequence numbers, filtered
+    # samples included) and says which setting to change; it does not touch the filter.
     rig.start_monitor(gripper_sample_window_ms=5.0)
     _wait_matched(harness, rig.fake)
     rig.fake.plan = _plan({})
     rig.fake.start()
     harness.wait_until(
-        lambda: loop_status(rig.diags)[1].get('gripper_sampling', '').startswith(
-            'every sample (the gripper is slower'), 20.0, 'sampling dropped for a slow gripper')
-    harness.wait_until(lambda: rig.fake.frame_index > 40, 20.0, 'frames')
-    assert not [m for m in rig.stops.msgs() if m.frame_id == 'gripper_stall']
+        lambda: 'too slow' in loop_status(rig.diags)[1].get('gripper_sampling', ''), 20.0,
+        'the slow gripper reported')
+    assert 'content filter' in loop_status(rig.diags)[1]['gripper_sampling']
 
 
 def test_monitor_restarted_picks_up_again(harness, rig):
