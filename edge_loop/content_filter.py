@@ -4,9 +4,14 @@
 
 A subscriber that needs only a regular sample of a 200+ Hz topic (the deadline monitor's
 gripper watch) still pays the middleware's receive cost for every message: about 40 us of
-Fast DDS receive thread per message here, 1.5% of a core at 200 Hz. A content filter is
-evaluated by the *writer* in Fast DDS (for up to 32 filtered readers, over its transports),
-so samples that fail it are never sent to this reader at all.
+Fast DDS receive thread per message here, 1.5% of a core at 200 Hz. Fast DDS evaluates a
+content filter in the *writer* where it can, so samples that fail it are not even sent: the
+deadline monitor's receive thread went from 1.9% to 0.6% of a core with the filter below.
+
+Setting or removing a filter re-creates the DDS reader underneath. Do it before anything
+waits on the subscription (an executor that was waiting on one was not woken for it again
+here), and not while the topic is flowing in a running graph (the deadline monitor sets its
+filters once, at configure).
 
 :func:`stamp_sampling_expression` builds a DDS-SQL filter that passes the samples whose
 ``header.stamp`` falls in a window of ``window_ns`` at the start of every ``every_ns`` of each
@@ -30,8 +35,8 @@ import sys
 from typing import Any
 
 NS_PER_S = 1_000_000_000
-# Fast DDS's DDS-SQL parser takes a bounded expression; 100 windows a second is far finer
-# than any use here (and 10 ms is the smallest spacing the gripper watch allows anyway).
+# Keeps the expression short (one OR term per window): at most 100 windows a second, i.e. a
+# spacing of 10 ms or more, far finer than any use here.
 MAX_WINDOWS = 100
 RCL_RET_UNSUPPORTED = 3    # rcl/types.h: the rmw implements no content filter
 
