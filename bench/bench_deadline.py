@@ -18,11 +18,16 @@ Detection delay (deadline -> miss noticed) and reaction (noticed -> safe stop pu
 from the monitor's own /diagnostics; "received" is deadline -> stop in this process's callback.
 False negatives / positives are judged by when each command really went out.
 
+Before those phases (``--cpu-rounds``), the monitor's CPU side by side: a fresh monitor
+process per round and configuration, alternating, with the gripper topics sampled by the
+content filter (the default) and with every sample taken (``gripper_sample_every_ms: 0``),
+plus any ``--cpu-variant``.
+
 Then the lifecycle manager: a managed dummy node process is SIGKILLed ``--manager-kills``
 times; the time from the kill to the manager's "failure detected" log line, and whether the
 controller was deactivated each time.
 
-    python bench/bench_deadline.py                 # >= 200 faults, 10 kills (~2.5 min)
+    python bench/bench_deadline.py                 # CPU rounds, >= 200 faults, 10 kills (~5 min)
     python bench/bench_deadline.py --faults 40 --nominal-s 5 --manager-kills 3
 """
 
