@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
@@ -98,3 +99,11 @@ def test_params_file_sections_name_real_nodes():
     assert set(params) <= known, set(params) - known
     for section in params.values():
         assert 'ros__parameters' in section
+
+
+def test_grasp_state_node_declares_every_estimator_threshold():
+    # The node builds GraspStateParams from its parameters of the same names.
+    from edge_loop.kernels.grasp_state import GraspStateParams
+    from edge_loop.nodes.grasp_state import GraspStateNode
+    declared = {p.name for p in GraspStateNode.PARAMS}
+    assert {f.name for f in dataclasses.fields(GraspStateParams)} <= declared

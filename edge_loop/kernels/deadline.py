@@ -11,6 +11,8 @@ tests drive it with made-up times.
   (stamp + end-to-end budget); stage completions and the command close it, :meth:`expire`
   returns the frames whose command did not come by the deadline.
 - :class:`StallWatch`: an input that must keep arriving (camera, gripper joint states).
+- :func:`next_frame_check_ns`: when to look for a frame whose command has not come.
+- :class:`BatchRate`: an input's sample period over batches of samples.
 - :class:`Health`: OK / WARN / ERROR from consecutive misses and healthy periods.
 """
 
@@ -225,6 +227,48 @@ class FrameTracker:
     def open_count(self) -> int:
         """Number of frames waiting for their command."""
         return len(self._open)
+
+
+def next_frame_check_ns(last_stamp_ns: int, period_ns: int, interval_ns: int | None,
+                        budget_ns: int) -> int:
+    """When to look for the next frame's camera_info if its command has not come.
+
+    A quarter of a camera interval before that frame's deadline, were it stamped one interval
+    (the shorter of the control period and the last interval seen) after ``last_stamp_ns``:
+    early enough to take its camera_info and still wake at the deadline itself, for a camera
+    up to a quarter interval early.
+    """
+    interval = min(period_ns, interval_ns or period_ns)
+    return last_stamp_ns + interval + budget_ns - interval // 4
+
+
+class BatchRate:
+    """An input's sample period, judged over batches of ``batch`` samples.
+
+    Samples are counted (by the publisher's sequence numbers, so ones a filter held back
+    count too) against the time since the batch began: the ratio of sums, which quantised
+    receive times (simulated time) and bursts of samples do not bias as a running mean of
+    per-poll ratios is. A batch during which the input stalled (a pause) gives no answer.
+    """
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+        self._t0: int | None = None
+        self._count = 0
+        self._stalls = 0
+
+    def add(self, now_ns: int, count: int, stalls: int) -> float | None:
+        """``count`` samples by ``now_ns``; the period (ns) when a batch completes."""
+        if self._t0 is None:
+            self._t0, self._stalls = now_ns, stalls
+            return None
+        self._count += count
+        if self._count < self.batch or now_ns <= self._t0:
+            return None
+        period = (now_ns - self._t0) / self._count
+        paused = stalls != self._stalls
+        self._t0, self._count, self._stalls = now_ns, 0, stalls
+        return None if paused else period
 
 
 class StallWatch:

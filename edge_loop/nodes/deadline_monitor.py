@@ -62,6 +62,7 @@ from edge_loop.executors import MultiThreadedExecutor
 from edge_loop.kernels.deadline import (
     NS_PER_MS,
     NS_PER_S,
+    BatchRate,
     CommandResult,
     FrameTracker,
     Health,
@@ -70,6 +71,7 @@ from edge_loop.kernels.deadline import (
     StallWatch,
     frame_report,
     header_stamp_ns,
+    next_frame_check_ns,
 )
 from edge_loop.lifecycle_client import LifecycleClient, LifecycleError
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
@@ -249,9 +251,7 @@ class DeadlineMonitor(StageNode):
         self._sampling: tuple[int, int] | None = None
         self._filter_on = False
         self._rate_warned = False
-        self._gripper_counted = 0
-        self._rate_t0: int | None = None
-        self._rate_stalls = 0
+        self._gripper_rate = BatchRate(RATE_CHECK_SAMPLES)
         self.gripper_sampling = 'every sample'
         self._wake = None
         self._entities: list[tuple[str, Any]] = []
@@ -361,8 +361,7 @@ class DeadlineMonitor(StageNode):
         self.gripper_sampling = 'every sample'
         self._filter_on = False
         self._rate_warned = False
-        self._gripper_counted = 0
-        self._rate_t0: int | None = None
+        self._gripper_rate = BatchRate(RATE_CHECK_SAMPLES)
         if self._sampling is None:
             self.get_logger().info('gripper topics taken: every sample')
             return
@@ -393,26 +392,15 @@ class DeadlineMonitor(StageNode):
         """Say so when the gripper is too slow for the sampling window (once).
 
         Windows would then stay empty and the gripper look stalled: safe, but the stops are
-        the configuration's fault. The rate is taken over batches of samples, counted by
-        sequence number (the filtered ones too). The stall watch's running estimate is not
-        used: the windows' bursts bias it when receive times are quantised (simulated time).
-        The filter is not changed at run time: replacing it re-creates the DDS reader, and once, in
-        simulation, that froze the whole loop.
+        the configuration's fault. The rate is :class:`BatchRate`'s, not the stall watch's
+        running estimate, which the windows' bursts bias when receive times are quantised
+        (simulated time). The filter is not changed at run time: replacing it re-creates the
+        DDS reader, and once, in simulation, that froze the whole loop.
         """
         if not self._filter_on or self._rate_warned:
             return
-        if self._rate_t0 is None:
-            self._rate_t0, self._rate_stalls = now, self._gripper_watch.stalls
-            return
-        self._gripper_counted += count
-        if self._gripper_counted < RATE_CHECK_SAMPLES or now <= self._rate_t0:
-            return
-        # Judged per batch of samples; a batch with a stall in it (a pause) does not count.
-        period = (now - self._rate_t0) / self._gripper_counted
-        paused = self._gripper_watch.stalls != self._rate_stalls
-        self._rate_t0, self._gripper_counted = now, 0
-        self._rate_stalls = self._gripper_watch.stalls
-        if paused or period <= RATE_MARGIN * self._sampling[1]:
+        period = self._gripper_rate.add(now, count, self._gripper_watch.stalls)
+        if period is None or period <= RATE_MARGIN * self._sampling[1]:
             return
         self._rate_warned = True
         self.gripper_sampling += ' - the gripper is too slow for it and may look stalled'
@@ -660,18 +648,12 @@ class DeadlineMonitor(StageNode):
         return max(wait, _MIN_WAIT_NS), (min(due) if wait < _MAX_WAIT_NS else None), camera
 
     def _next_frame_check_ns(self) -> int | None:
-        """When to look for the next frame's camera_info if its command has not come.
-
-        A quarter period before that frame's deadline, were it stamped one camera interval
-        (the shorter of the control period and the last interval seen) after the last one:
-        early enough to take its camera_info and still wake at the deadline itself, for a
-        camera up to a quarter period early. None while no frame was seen.
-        """
+        """See :func:`next_frame_check_ns`; None while no frame was seen."""
         last = self._tracker.last_stamp_ns
         if last is None:
             return None
-        interval = min(self._period_ns, self._camera_interval_ns or self._period_ns)
-        return last + interval + self._budget_ns - interval // 4
+        return next_frame_check_ns(last, self._period_ns, self._camera_interval_ns,
+                                   self._budget_ns)
 
     @staticmethod
     def _received_wall_ns(info: dict[str, Any]) -> int:

@@ -23,6 +23,7 @@ a throttled warning and a ``/diagnostics`` entry and no output. The kernel is
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
@@ -158,22 +159,9 @@ class GraspStateNode(StageNode):
     def configure_stage(self) -> None:
         """Estimator parameters, publishers, subscriptions."""
         prm = self.params
-        params = gs.GraspStateParams(
-            force_on=prm['force_on'], force_off=prm['force_off'],
-            force_bias=tuple(prm['force_bias']), moving_velocity=prm['moving_velocity'],
-            closed_opening=prm['closed_opening'], command_tolerance=prm['command_tolerance'],
-            dwell_s=prm['dwell_s'], slip_dwell_s=prm['slip_dwell_s'],
-            slip_drop_fraction=prm['slip_drop_fraction'],
-            slip_window_s=prm['slip_window_s'], slip_velocity=prm['slip_velocity'],
-            slip_creep_drop_fraction=prm['slip_creep_drop_fraction'],
-            slip_settle_s=prm['slip_settle_s'], lost_closing=prm['lost_closing'],
-            lost_fraction=prm['lost_fraction'], slip_shear_ratio=prm['slip_shear_ratio'],
-            slip_fast_velocity=prm['slip_fast_velocity'],
-            slip_fast_drop_fraction=prm['slip_fast_drop_fraction'],
-            slip_pre_ratio=prm['slip_pre_ratio'],
-            slip_jump_s=prm['slip_jump_s'], slip_jump_from=prm['slip_jump_from'],
-            pivot_shear_ratio=prm['pivot_shear_ratio'], pivot_jump_from=prm['pivot_jump_from'],
-            pivot_keep=prm['pivot_keep'], pivot_max_s=prm['pivot_max_s'])
+        # One node parameter per GraspStateParams field, same name (test_bringup.py checks).
+        values = {f.name: prm[f.name] for f in dataclasses.fields(gs.GraspStateParams)}
+        params = gs.GraspStateParams(**{**values, 'force_bias': tuple(prm['force_bias'])})
         try:
             self._est = gs.GraspStateEstimator(params)
         except ValueError as exc:

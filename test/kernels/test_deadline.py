@@ -14,6 +14,7 @@ from rclpy.serialization import serialize_message
 
 from edge_loop.kernels.deadline import (
     NS_PER_MS,
+    BatchRate,
     CommandResult,
     FrameTracker,
     Health,
@@ -22,6 +23,7 @@ from edge_loop.kernels.deadline import (
     StallWatch,
     frame_report,
     header_stamp_ns,
+    next_frame_check_ns,
 )
 
 MS = NS_PER_MS
@@ -207,3 +209,24 @@ def test_frame_report_names_what_a_missed_frame_got():
     (frame,) = tracker.expire(1066 * MS)
     assert frame_report(frame, ['object_locator', 'grasp_planner']) == (
         'object_locator 21.0 ms, grasp_planner none, command none')
+
+
+def test_next_frame_check_is_a_quarter_interval_before_the_expected_deadline():
+    period = 66_666_667
+    # the next frame expected one period on: checked 16.7 ms before its deadline
+    assert next_frame_check_ns(1000 * MS, period, None, BUDGET) == \
+        1000 * MS + period + BUDGET - period // 4
+    # a camera faster than the control rate: its own interval
+    assert next_frame_check_ns(1000 * MS, period, 33 * MS, BUDGET) == \
+        1000 * MS + 33 * MS + BUDGET - 33 * MS // 4
+
+
+def test_batch_rate_is_the_ratio_of_sums_and_skips_a_batch_with_a_stall():
+    rate = BatchRate(batch=10)
+    assert rate.add(0, 1, stalls=0) is None              # the first sample starts the batch
+    # bursts: 4 samples seen 12 ms apart, then 6 seen 38 ms later (4 ms per sample on average)
+    assert rate.add(12 * MS, 4, stalls=0) is None
+    assert rate.add(40 * MS, 6, stalls=0) == pytest.approx(4 * MS)
+    assert rate.add(60 * MS, 5, stalls=0) is None
+    assert rate.add(200 * MS, 5, stalls=1) is None       # a stall in the batch: no answer
+    assert rate.add(240 * MS, 10, stalls=1) == pytest.approx(4 * MS)
