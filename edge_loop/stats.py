@@ -26,3 +26,17 @@ def percentiles(values: Sequence[float], qs: Sequence[float] = (50, 99)) -> list
     if len(values) == 0:
         return [float('nan')] * len(qs)
     return [float(v) for v in np.percentile(np.asarray(values, dtype=np.float64), qs)]
+
+
+def percentile_of_sorted(values: Sequence[float], q: float) -> float:
+    """``np.percentile(values, q)`` (its default, linear method) for values already sorted.
+
+    For a window that is sorted once and asked for several percentiles: ``np.percentile``
+    costs ~50 us a call on a 300-sample window here, this a few. NaN for no values.
+    """
+    if not values:
+        return float('nan')
+    index = q / 100.0 * (len(values) - 1)
+    lo = int(index)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (index - lo)
