@@ -49,7 +49,14 @@ sys.path.insert(0, str(ROOT / 'test' / 'ros'))
 
 from dummy_stage import FakeLoop, FramePlan, start_dummy  # noqa: E402
 
-from edge_loop.testing import domain_env, next_domain_id, ros_harness, start_node  # noqa: E402
+from edge_loop.stats import percentiles  # noqa: E402
+from edge_loop.testing import (  # noqa: E402
+    domain_env,
+    monitor_loop_status,
+    next_domain_id,
+    ros_harness,
+    start_node,
+)
 
 STAGES = (  # six watched stages: (name, topic, type)
     ('object_locator', '/edge_loop/objects', 'geometry_msgs/msg/PoseArray'),
@@ -91,15 +98,11 @@ def thread_table(before: dict[int, tuple[str, float]], after: dict[int, tuple[st
 
 def loop_values(diags: list) -> dict[str, str]:
     """The monitor's newest loop status as {key: value} ({} before the first)."""
-    for msg in reversed(diags):
-        for status in msg.status:
-            if status.name.endswith(': loop'):
-                return {kv.key: kv.value for kv in status.values}
-    return {}
+    return monitor_loop_status(diags)[1]
 
 
 def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float('nan')
+    return percentiles(values, (q,))[0]
 
 
 def fault_cycle(budget_s: float) -> list[tuple[str, FramePlan | None, int]]:

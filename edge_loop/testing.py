@@ -6,6 +6,7 @@
 - :func:`start_node` (edge_loop/process.py) starts one node process that always stops.
 - :class:`RosHarness` is an in-test rclpy context + node + executor thread with helpers that
   wait on events (matched subscriptions, messages, lifecycle states), never on fixed sleeps.
+- :func:`monitor_loop_status` reads the deadline monitor's loop status from ``/diagnostics``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +222,19 @@ def ros_harness(domain_id: int, name: str = 'test_harness') -> Iterator[RosHarne
         yield h
     finally:
         h.close()
+
+
+def monitor_loop_status(diagnostics: Iterable[Any]) -> tuple[int | None, dict[str, str]]:
+    """The deadline monitor's newest loop status in DiagnosticArray messages.
+
+    ``(level, {key: value})``; ``(None, {})`` before the first. ``diagnostics`` may be a list
+    that a subscription still appends to: it is copied first.
+    """
+    for msg in reversed(list(diagnostics)):
+        for status in msg.status:
+            if status.name.endswith(': loop'):
+                return status.level, {kv.key: kv.value for kv in status.values}
+    return None, {}
 
 
 def shm_entries() -> set[str]:

@@ -17,6 +17,7 @@ from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 
 from edge_loop.paths import SOURCE_ROOT
+from edge_loop.testing import monitor_loop_status
 
 pytestmark = pytest.mark.ros
 
@@ -76,11 +77,7 @@ class Probed:
 
 def loop_status(diags: Received):
     """Latest loop status of the monitor as (level, {key: value})."""
-    for msg in reversed(diags.msgs()):
-        for status in msg.status:
-            if status.name.endswith(': loop'):
-                return status.level, {kv.key: kv.value for kv in status.values}
-    return None, {}
+    return monitor_loop_status(diags.msgs())
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from std_msgs.msg import Header
 from edge_loop import bringup, topics
 from edge_loop.launcher import Graph
 from edge_loop.paths import config_path, data_dir
-from edge_loop.testing import ros_harness
+from edge_loop.testing import monitor_loop_status, ros_harness
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -55,11 +55,7 @@ class Stops:
 
 def _enforcing(diagnostics: list) -> bool:
     """The monitor's newest loop status says it enforces deadlines."""
-    for msg in reversed(list(diagnostics)):
-        for status in msg.status:
-            if status.name == 'deadline_monitor: loop':
-                return {kv.key: kv.value for kv in status.values}.get('enforcing') == 'yes'
-    return False
+    return monitor_loop_status(diagnostics)[1].get('enforcing') == 'yes'
 
 
 @contextlib.contextmanager
