@@ -11,6 +11,8 @@ frame (``time.process_time``). Variants:
   writes into the loan; the copy audit counts copies at the consumer);
 - ``shm_rt``: the same with the reader threads at SCHED_FIFO 20 (``EDGE_LOOP_SHM_RT_PRIORITY``;
   as plain ``shm`` where the process may not raise its priority);
+- ``shm_poll``: the same with hybrid polling (``EDGE_LOOP_SHM_POLL_US``, :data:`POLL_US`): the
+  reader sleeps until shortly before the next frame is due and polls for it from there;
 - ``ros_reliable``: plain rclpy, reliable, depth 10, default Fast DDS transports;
 - ``ros_best_effort``: the same with best-effort QoS;
 - ``ros_tuned``: rclpy with ``FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA``, glibc malloc thresholds
@@ -45,11 +47,12 @@ PAYLOADS = {   # name -> (shape, encoding, dtype)
     '1080p_rgb8': ((1080, 1920, 3), 'rgb8', np.uint8),
 }
 QUICK_PAYLOADS = ('vga_rgb8', '1080p_rgb8')
-VARIANTS = ('shm', 'shm_rt', 'ros_reliable', 'ros_best_effort', 'ros_tuned')
+VARIANTS = ('shm', 'shm_rt', 'shm_poll', 'ros_reliable', 'ros_best_effort', 'ros_tuned')
 TOPIC = '/bench/image'
 CHANNEL = 'edge_loop/bench'
 RATE_HZ = 30.0
 WARMUP = 15
+POLL_US = 1500       # shm_poll's window each side of the predicted send
 TAIL = 5
 TUNED_ENV = {'FASTDDS_BUILTIN_TRANSPORTS': 'LARGE_DATA', 'MALLOC_MMAP_THRESHOLD_': '67108864',
              'MALLOC_TRIM_THRESHOLD_': '1073741824'}
@@ -145,6 +148,7 @@ def run_consumer(args: argparse.Namespace) -> None:
     rclpy.init()
     node = rclpy.create_node('bench_consumer')
     latencies: list[int] = []
+    phases: list[tuple[int, int, int]] = []
     cpu_marks: list[float] = []
     last = WARMUP + args.frames
     reader = None
@@ -159,7 +163,12 @@ def run_consumer(args: argparse.Namespace) -> None:
 
         def on_frame(frame) -> None:
             now = time.monotonic_ns()
-            record(int(frame.stamp_ns // 1_000_000_000), frame.send_time_ns, now)
+            seq = int(frame.stamp_ns // 1_000_000_000)
+            record(seq, frame.send_time_ns, now)
+            if WARMUP < seq <= last:   # where the latency goes: send -> wake -> receive -> us
+                times = frame.stage_times
+                phases.append((times['wake'] - frame.send_time_ns,
+                               times['receive'] - times['wake'], now - times['receive']))
 
         reader = FrameReader(node, 'shm', CHANNEL, callback=on_frame, audit=True)
     else:
@@ -188,6 +197,9 @@ def run_consumer(args: argparse.Namespace) -> None:
     n = len(latencies)
     cpu = (cpu_marks[-1] - cpu_marks[0]) / (n - 1) * 1e6 if n > 1 else float('nan')
     emit(event='consumer', latencies_ns=latencies, cpu_per_frame_us=cpu,
+         polled=stats.get('polled', 0) / max(stats.get('received', 0), 1),
+         phases_us=(np.median(np.asarray(phases, dtype=np.float64), axis=0) / 1e3).tolist()
+         if phases else None,
          copies_per_frame=(stats['copies'] / stats['received']) if stats.get('received')
          else None)
     node.destroy_node()
@@ -246,6 +258,8 @@ def run_config(variant: str, payload: str, consumers: int, frames: int,
         env.update(TUNED_ENV)
     if variant == 'shm_rt':
         env['EDGE_LOOP_SHM_RT_PRIORITY'] = '20'
+    if variant == 'shm_poll':
+        env['EDGE_LOOP_SHM_POLL_US'] = str(POLL_US)
     common = ['--variant', variant, '--payload', payload, '--frames', str(frames),
               '--consumers', str(consumers)]
     cons = [Proc(['--role', 'consumer', *common], env) for _ in range(consumers)]
@@ -265,6 +279,8 @@ def run_config(variant: str, payload: str, consumers: int, frames: int,
     cons_cpu = [r.get('cpu_per_frame_us') for r in results
                 if r.get('cpu_per_frame_us') is not None]
     copies = [r.get('copies_per_frame') for r in results if r.get('copies_per_frame') is not None]
+    polled = [r['polled'] for r in results if 'polled' in r]
+    phases = [r['phases_us'] for r in results if r.get('phases_us')]
     return {
         'variant': variant, 'payload': payload, 'consumers': consumers,
         'p50_us': float(np.percentile(lat, 50)) if lat.size else float('nan'),
@@ -273,6 +289,8 @@ def run_config(variant: str, payload: str, consumers: int, frames: int,
         'producer_cpu_us': prod_result.get('cpu_per_frame_us', float('nan')),
         'consumer_cpu_us': float(np.nanmean(cons_cpu)) if cons_cpu else float('nan'),
         'copies': float(np.mean(copies)) if copies else None,
+        'polled': float(np.mean(polled)) if polled else 0.0,
+        'phases_us': np.mean(phases, axis=0).tolist() if phases else None,
     }
 
 
@@ -312,7 +330,7 @@ ROS_COPIES = '>=4*'
 def print_table(rows: list[dict], floors: dict[str, float]) -> None:
     header = (f'{"payload":<11} {"cons":>4} {"variant":<16} {"p50 us":>9} {"p99 us":>9} '
               f'{"x rel":>6} {"x tuned":>7} {"deliv":>6} {"prod CPU us/f":>13} '
-              f'{"cons CPU us/f":>13} {"copies/f":>8}')
+              f'{"cons CPU us/f":>13} {"copies/f":>8} {"polled":>6}')
     print(header)
     print('-' * len(header))
     ref = {(r['payload'], r['consumers']): r['p50_us'] for r in rows
@@ -335,12 +353,22 @@ def print_table(rows: list[dict], floors: dict[str, float]) -> None:
               f'{fmt(r["p50_us"]):>9} {fmt(r["p99_us"]):>9} {fmt(speedup, 1):>6} '
               f'{fmt(vs_tuned, 1):>7} '
               f'{r["delivered"] * 100:>5.0f}% {fmt(r["producer_cpu_us"]):>13} '
-              f'{fmt(r["consumer_cpu_us"]):>13} {copies:>8}')
+              f'{fmt(r["consumer_cpu_us"]):>13} {copies:>8} '
+              f'{r.get("polled", 0.0) * 100:>5.0f}%')
     print('\nx rel / x tuned: p50 of plain rclpy reliable / of tuned rclpy over this p50.\n'
           'deliv: measured frames that reached the consumers.\n'
+          'polled: frames the consumer found by polling near their predicted send (shm_poll).\n'
           'CPU: time.process_time per frame in each process (consumers averaged).\n'
           'copies/f: shm from the consumer copy audit; *rclpy: counted on the code path\n'
           '(fill Image.data, Python -> C, serialise, deserialise, C -> Python).')
+    split = [r for r in rows if r.get('phases_us')]
+    if split:
+        print('\nshm latency by phase, median us: send -> reader thread awake (or the sample '
+              'seen by polling), -> sample received, -> callback')
+        for r in split:
+            wake, receive, deliver = r['phases_us']
+            print(f'{r["payload"]:<11} {r["consumers"]:>4} {r["variant"]:<16} '
+                  f'{wake:>7.0f} {receive:>7.0f} {deliver:>7.0f}')
 
 
 def main() -> int:

@@ -395,7 +395,9 @@ class FrameReader:
     completed); copies (payload copies found by the audit, plus the deserialisation copy of
     each plane over ROS); audited; restarts (producer restarts seen); errors; borrow_limit;
     remote_fallback (1 once a ``shm`` reader switched to ROS images because the producer's
-    frames were announced but never arrived in shared memory: it runs on another host).
+    frames were announced but never arrived in shared memory: it runs on another host);
+    polled / poll_misses (``EDGE_LOOP_SHM_POLL_US``: frames found by polling near their
+    predicted send, and polling windows that ended without one).
     """
 
     def __init__(self, node: Any, transport: str = 'shm', channel: str = 'edge_loop/rgbd',
@@ -411,7 +413,7 @@ class FrameReader:
         self.transport = _resolve(node, transport, 'FrameReader')
         self.stats = {'received': 0, 'dropped': 0, 'superseded': 0, 'unpaired': 0, 'copies': 0,
                       'audited': 0, 'restarts': 0, 'errors': 0, 'borrow_limit': 0,
-                      'remote_fallback': 0}
+                      'remote_fallback': 0, 'polled': 0, 'poll_misses': 0}
         self._writer_id = 0
         self._last_seq = 0
         self._last_error_log = 0.0
@@ -553,6 +555,8 @@ class FrameReader:
         self.stats['received'] += 1
         if self._shm is not None:
             self.stats['borrow_limit'] = self._shm.borrow_limit_hits
+            self.stats['polled'] = self._shm.polled
+            self.stats['poll_misses'] = self._shm.poll_misses
         try:
             self.callback(frame)
         except Exception as exc:  # noqa: BLE001 - a stage bug must not kill the transport

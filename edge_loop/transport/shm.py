@@ -43,6 +43,7 @@ from edge_loop.transport.header import (
     plane_shape,
     set_plane,
 )
+from edge_loop.transport.poll import ArrivalPredictor
 
 MAX_SUBSCRIBERS = 8
 MAX_PUBLISHERS = 2          # a restarted producer may overlap its dead predecessor briefly
@@ -54,6 +55,11 @@ BYTES_PER_PIXEL = 8         # colour (<= 4 channels of uint8) + depth (<= 4 byte
 # Opt-in SCHED_FIFO priority (1..99) of the reader threads: on a loaded machine the woken
 # consumer then runs before best-effort work; needs CAP_SYS_NICE (ignored without it).
 RT_PRIORITY_ENV = 'EDGE_LOOP_SHM_RT_PRIORITY'
+# Opt-in hybrid polling window in microseconds (0 = off): the reader thread sleeps until this
+# long before the next frame is due, then polls for it until this long after (see poll.py).
+POLL_US_ENV = 'EDGE_LOOP_SHM_POLL_US'
+MAX_POLL_US = 5000
+TIMED_WAIT_SLACK_NS = 10_000_000
 # Prefix of every iceoryx2 file (default 'iox2_'); tests use their own to stay apart.
 PREFIX_ENV = 'EDGE_LOOP_IOX2_PREFIX'
 
@@ -314,6 +320,8 @@ class ShmSubscriber:
         self._on_error = on_error or (lambda msg: None)
         self.borrow_limit_hits = 0
         self.wake_ns = 0
+        self.polled = 0        # frames found by polling (no wake-up)
+        self.poll_misses = 0   # polling windows that ended without a frame
         self._node = _acquire_node()
         try:
             self._pubsub, self._event = _open_services(self._node, channel)
@@ -340,12 +348,53 @@ class ShmSubscriber:
             except (OSError, AttributeError) as exc:
                 self._on_error(f'{RT_PRIORITY_ENV}={priority} not applied: {exc}')
 
+    def _poll_window_ns(self) -> int:
+        try:
+            window_us = int(os.environ.get(POLL_US_ENV, '0'))
+        except ValueError:
+            window_us = 0
+        if not 0 <= window_us <= MAX_POLL_US:
+            self._on_error(f'{POLL_US_ENV}={window_us} outside 0..{MAX_POLL_US}: polling off')
+            window_us = 0
+        return window_us * 1000
+
+    def _wait_for_sample(self, predictor: ArrivalPredictor | None, window_ns: int,
+                         wake: Any) -> None:
+        """Return when a sample may be there: polled near its predicted send, else woken."""
+        if predictor is not None:
+            due = predictor.next_send_ns(time.monotonic_ns(), window_ns)
+            if due is not None:
+                # Listener.timed_wait overshoots its timeout by 4-7 ms here (iceoryx2 0.10):
+                # wait on the event for the bulk of the time, so an early frame or close()
+                # still wakes us, and sleep the rest with the OS timer (~0.1-0.2 ms late).
+                coarse_ns = due - window_ns - TIMED_WAIT_SLACK_NS - time.monotonic_ns()
+                if coarse_ns > 0 and self._listener.timed_wait(iox.Duration.from_nanos(coarse_ns)):
+                    return
+                fine_ns = due - window_ns - time.monotonic_ns()
+                if fine_ns > 0:
+                    time.sleep(fine_ns / 1e9)
+                end_ns = due + window_ns
+                has_samples = self._subscriber.has_samples
+                while not self._stop.is_set():
+                    if has_samples():
+                        self._listener.try_wait()   # its notification: consumed here
+                        self.polled += 1
+                        return
+                    if time.monotonic_ns() >= end_ns:
+                        break
+                    os.sched_yield()   # keeps the CPU awake; lets other threads take the GIL
+                self.poll_misses += 1
+                predictor.miss()
+        self._listener.timed_wait(wake)
+
     def _run(self) -> None:
         self._set_priority()
         wake = iox.Duration.from_secs_f64(WAKE_PERIOD_S)
+        window_ns = self._poll_window_ns()
+        predictor = ArrivalPredictor() if window_ns else None
         while not self._stop.is_set():
             try:
-                self._listener.timed_wait(wake)
+                self._wait_for_sample(predictor, window_ns, wake)
             except Exception as exc:  # noqa: BLE001 - interrupted wait: just look again
                 self._on_error(f'listener wait failed: {exc}')
                 time.sleep(0.01)
@@ -364,6 +413,11 @@ class ShmSubscriber:
             if latest is None:
                 continue
             receive_ns = time.monotonic_ns()
+            if predictor is not None:
+                header = FrameHeader.from_address(latest.user_header_ptr)
+                if header.magic == MAGIC:
+                    predictor.observe(header.send_ns)
+                del header
             try:
                 sample, latest = latest, None
                 self._on_sample(sample, receive_ns)
