@@ -42,7 +42,12 @@ force spikes while the arm shakes are not slips) (debouncing). Stronger evidence
 both pads at the friction limit, a pivot, or the fingers closing faster than
 ``slip_fast_velocity`` need only ``dwell_s``; both pads at the limit when one of them was
 below ``slip_jump_from`` within ``slip_jump_s`` (the object broke loose just now; on the
-benchmark's grasps a pad resting at the limit got there slowly) is published at once. The
+benchmark's grasps a pad resting at the limit got there slowly) is published at once, and so is
+a jump of *both* pads to ``slip_jump_ratio`` from below ``slip_jump_from`` within
+``slip_jump_s``, even short of ``slip_shear_ratio``: both contacts leaving the inside of the
+friction cone together is a break-loose (a heavy object sliding down as the lift starts), and
+the first delayed sample of it often reads 0.93-0.96 on one pad while the shear still rises,
+which cost one more sample before. The
 simulated force sensor reports 3 physics steps late, so every sample of dwell adds to a delay
 that is already there.
 
@@ -100,6 +105,8 @@ class GraspStateParams:
     pivot_jump_from: float = 0.5        # ... from below this: a pivot about the other pad ...
     pivot_keep: float = 0.95            # ... until that pad's ratio falls below this ...
     pivot_max_s: float = 0.03           # ... or at most this long after the jump
+    slip_jump_ratio: float = 0.9        # both pads jumping to this from below slip_jump_from:
+                                        # a break-loose, slipping without dwell
 
     def validate(self) -> None:
         """Raise ValueError for inconsistent thresholds."""
@@ -124,6 +131,8 @@ class GraspStateParams:
             raise ValueError('slip_fast_drop_fraction must be in (0, 1)')
         if not (self.pivot_shear_ratio > 0 and self.slip_pre_ratio > 0):
             raise ValueError('pivot_shear_ratio and slip_pre_ratio must be > 0')
+        if not self.slip_jump_ratio > self.slip_jump_from:
+            raise ValueError('slip_jump_ratio must be above slip_jump_from')
 
 
 DEFAULT_PARAMS = GraspStateParams()
@@ -149,8 +158,10 @@ class _Machine:
         ``command_delta`` = commanded minus actual opening (NaN = unknown); the shear features
         (all False / inf without a shear channel): ``at_limit`` both pads at
         ``slip_shear_ratio``, ``jump`` that with one of them below ``slip_jump_from`` within
-        ``slip_jump_s`` before, ``pivot_since`` the time of the pivot jump in progress (inf:
-        none; see :func:`_pivot_since`), ``near_limit`` a pad at ``slip_pre_ratio``.
+        ``slip_jump_s`` before, or both pads at ``slip_jump_ratio`` with both below
+        ``slip_jump_from`` within ``slip_jump_s`` before (a slip by itself), ``pivot_since``
+        the time of the pivot jump in progress (inf: none; see :func:`_pivot_since`),
+        ``near_limit`` a pad at ``slip_pre_ratio``.
         """
         p = self.p
         prev = self.state
@@ -180,7 +191,7 @@ class _Machine:
             if prev in _GRIPPED and t - self.hold_since >= p.slip_settle_s and (
                     peak - fmin > p.slip_drop_fraction * peak
                     or (closing_speed > p.slip_velocity and creep)
-                    or at_limit or pivot or fast_closing):
+                    or at_limit or jump or pivot or fast_closing):
                 raw = SLIPPING
         elif prev in _GRIPPED and not fingers_opening and (
                 cmd_closed or closing_speed > p.moving_velocity
@@ -288,9 +299,11 @@ class GraspStateEstimator:
         low_r = min((r[2] for r in ratios), default=math.nan)
         ratios.append((t, ratio_l, ratio_r))
         # both pads at the friction limit; and a moment ago one of them well inside it: the
-        # object broke loose just now (nothing resting at the limit), so it needs no dwell
+        # object broke loose just now (nothing resting at the limit), so it needs no dwell;
+        # likewise both pads jumping together to slip_jump_ratio from well inside the cone
         at_limit = min(ratio_l, ratio_r) >= p.slip_shear_ratio
-        jump = at_limit and min(low_l, low_r) < p.slip_jump_from
+        jump = (at_limit and min(low_l, low_r) < p.slip_jump_from) or (
+            min(ratio_l, ratio_r) >= p.slip_jump_ratio and max(low_l, low_r) < p.slip_jump_from)
         # one pad jumped to the limit (the other need not): the object turns about that pad
         since = self._pivot_since
         for i, (r, low) in enumerate(((ratio_l, low_l), (ratio_r, low_r))):
@@ -398,7 +411,9 @@ def classify_trace(t, positions, velocities, forces, commanded_opening=None,
             low_l[sel] = np.fmin(low_l[sel], ratio_l[src])
             low_r[sel] = np.fmin(low_r[sel], ratio_r[src])
     at_limit = np.minimum(ratio_l, ratio_r) >= params.slip_shear_ratio
-    jump = at_limit & (np.minimum(low_l, low_r) < params.slip_jump_from)
+    jump = (at_limit & (np.minimum(low_l, low_r) < params.slip_jump_from)) | (
+        (np.minimum(ratio_l, ratio_r) >= params.slip_jump_ratio)
+        & (np.maximum(low_l, low_r) < params.slip_jump_from))
     since = np.minimum(_pivot_since(t, ratio_l, low_l, params),
                        _pivot_since(t, ratio_r, low_r, params))
     near = np.maximum(ratio_l, ratio_r) >= params.slip_pre_ratio

@@ -124,6 +124,31 @@ def test_a_jump_to_the_friction_limit_is_slipping_at_once_a_slow_rise_waits():
     assert first == at_limit + 1
 
 
+def test_both_pads_jumping_close_to_the_limit_is_a_break_loose():
+    # both pads go from a third of the grip to 0.93 of the force between two samples (the
+    # first delayed sample of a heavy object breaking loose reads a little short of the
+    # limit while the shear still rises): slipping on that sample, below slip_shear_ratio
+    p = gs.DEFAULT_PARAMS
+    assert p.slip_jump_ratio < 0.93 < p.slip_shear_ratio
+    t, pos, vel, forces, shears, cmd = _held()
+    k = 200
+    shears[k:] = 0.93 * forces[k:]
+    states = _both(t, pos, vel, forces, shears, cmd)
+    assert states[k - 1] == gs.HOLDING and states[k] == gs.SLIPPING
+    # it is a jump, not a level: once both pads have stayed there slip_jump_s, holding again
+    end = k + int(np.ceil(p.slip_jump_s * 240)) + 2
+    assert states[end:] == [gs.HOLDING] * (len(t) - end)
+    # only one pad jumping that far (the other stays inside the cone): no slip
+    t, pos, vel, forces, shears, cmd = _held()
+    shears[k:, 0] = 0.93 * forces[k:, 0]
+    assert gs.SLIPPING not in _both(t, pos, vel, forces, shears, cmd)
+    # both pads creeping up to the same level over 100 ms: no slip either
+    t, pos, vel, forces, shears, cmd = _held()
+    ramp = np.clip((np.arange(len(t)) - 176) / 24, 0, 1)
+    shears = forces * (0.3 + 0.63 * ramp)[:, None]
+    assert gs.SLIPPING not in _both(t, pos, vel, forces, shears, cmd)
+
+
 def test_one_pad_jumping_to_the_limit_is_a_pivot_for_a_while():
     # the left pad jumps to the friction limit, the right one stays well inside it: the
     # object turns about the right pad (both pads at the limit were needed before)
@@ -221,6 +246,8 @@ def test_streaming_rejects_bad_samples_and_resets():
 def test_inconsistent_thresholds_are_refused():
     with pytest.raises(ValueError):
         gs.GraspStateEstimator(gs.GraspStateParams(force_on=1.0, force_off=2.0))
+    with pytest.raises(ValueError):
+        gs.GraspStateEstimator(gs.GraspStateParams(slip_jump_ratio=0.7, slip_jump_from=0.8))
 
 
 def test_per_gripper_bias_is_removed():
