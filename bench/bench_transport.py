@@ -248,7 +248,7 @@ class Proc:
 
 
 def run_config(variant: str, payload: str, consumers: int, frames: int,
-               domain_id: int) -> dict:
+               domain_id: int, pin: bool = False) -> dict:
     from edge_loop.testing import domain_env
 
     env = domain_env(domain_id)
@@ -262,10 +262,14 @@ def run_config(variant: str, payload: str, consumers: int, frames: int,
         env['EDGE_LOOP_SHM_POLL_US'] = str(POLL_US)
     common = ['--variant', variant, '--payload', payload, '--frames', str(frames),
               '--consumers', str(consumers)]
-    cons = [Proc(['--role', 'consumer', *common], env) for _ in range(consumers)]
+    cpus = sorted(os.sched_getaffinity(0))
+    placement = ([['--cpu', str(cpus[1 + i % (len(cpus) - 1)])] for i in range(consumers)]
+                 if pin and len(cpus) > 1 else [[] for _ in range(consumers)])
+    cons = [Proc(['--role', 'consumer', *common, *where], env) for where in placement]
     for c in cons:
         c.wait_event('ready', 60.0)
-    prod = Proc(['--role', 'producer', *common], env)
+    prod = Proc(['--role', 'producer', *common, *(['--cpu', str(cpus[0])] if pin else [])],
+                env)
     prod_result = prod.wait_event('producer', frames / RATE_HZ + 90.0) or {}
     prod.finish(sig=None)
     time.sleep(1.0)   # late frames
@@ -380,12 +384,18 @@ def main() -> int:
     parser.add_argument('--variants', default=','.join(VARIANTS))
     parser.add_argument('--consumer-counts', default='1,3')
     parser.add_argument('--json', type=Path, default=None, help='also write the rows here')
+    parser.add_argument('--pin', action='store_true',
+                        help='producer on CPU 0, consumers on the other CPUs (round robin): '
+                             'a core of its own for a one-consumer polling reader')
     # process roles (internal)
     parser.add_argument('--role', choices=('producer', 'consumer'), default=None)
     parser.add_argument('--variant', default='shm')
     parser.add_argument('--payload', default='vga_rgb8')
     parser.add_argument('--consumers', type=int, default=1)
+    parser.add_argument('--cpu', type=int, default=None)
     args = parser.parse_args()
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
     if args.role == 'producer':
         run_producer(args)
         return 0
@@ -406,14 +416,16 @@ def main() -> int:
             for consumers in counts:
                 for variant in variants:
                     domain = 150 + (domain - 149) % 80
-                    rows.append(run_config(variant, payload, consumers, frames, domain))
+                    rows.append(run_config(variant, payload, consumers, frames, domain,
+                                           args.pin))
                     r = rows[-1]
                     print(f'# {payload} x{consumers} {variant}: p50 {fmt(r["p50_us"])} us, '
                           f'delivered {r["delivered"] * 100:.0f}%', file=sys.stderr, flush=True)
     finally:
         cleanup_shm()
     print(f'\nedge_loop frame transport, {RATE_HZ:.0f} Hz, {frames} frames per run, separate '
-          f'processes ({time.monotonic() - t0:.0f} s)\n')
+          f'processes{", pinned (producer CPU 0)" if args.pin else ""} '
+          f'({time.monotonic() - t0:.0f} s)\n')
     print_table(rows, floors)
     if args.json:
         args.json.write_text(json.dumps({'rows': rows, 'memcpy_us': floors}, indent=1))

@@ -27,6 +27,8 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
+from edge_loop.cpu import format_cpu_list, parse_cpu_list, pin_process
+
 _PTYPE = {
     bool: ParameterType.PARAMETER_BOOL,
     int: ParameterType.PARAMETER_INTEGER,
@@ -140,6 +142,18 @@ class Param:
         return value
 
 
+def _cpu_list_error(text: str) -> str | None:
+    try:
+        cpus = parse_cpu_list(text)
+    except ValueError as exc:
+        return str(exc)
+    allowed = os.sched_getaffinity(0)
+    if cpus and not cpus <= allowed:
+        return (f'CPUs {format_cpu_list(cpus - allowed)} are not available to this process '
+                f'(allowed: {format_cpu_list(allowed)})')
+    return None
+
+
 # Parameters every node in the loop shares (from the '/**' section of config/pick.yaml).
 COMMON_PARAMS = (
     Param('camera_position', [0.0, 0.0, 0.75],
@@ -157,6 +171,9 @@ COMMON_PARAMS = (
     Param('nice', 0, 'CPU priority of this process (Linux nice, -20..19; below 0 needs '
           'CAP_SYS_NICE), for a host shared with other work (make bench-replay compares)',
           min=-20, max=19),
+    Param('cpu_affinity', '', "CPUs this process runs on, as taskset -c lists them ('2', "
+          "'0,2', '1-3'; '' leaves it to the OS): a frame consumer on a core of its own wakes "
+          'sooner (docs/transport.md)', check=_cpu_list_error),
     Param('copy_audit', False, 'Debug: check per frame that the arrays handed to the kernel '
           'are views on the received frame (shared memory), and report copies per frame'),
 )
@@ -301,6 +318,10 @@ class StageNode(LifecycleNode):
             self.params = self.read_params()
             if 'nice' in self.params:
                 self._set_nice(self.params['nice'])
+            if self.params.get('cpu_affinity'):
+                cpus = parse_cpu_list(self.params['cpu_affinity'])
+                pin_process(cpus)
+                self.get_logger().info(f'process pinned to CPUs {format_cpu_list(cpus)}')
             self.configure_stage()
         result = self._guarded('configure', configure)
         if result == TransitionCallbackReturn.SUCCESS:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -37,18 +38,34 @@ def _thread_niceness(pid: int) -> set[int]:
     return out
 
 
-def test_nice_applies_to_every_thread_at_configure(node_procs, harness, tmp_path):
+def _thread_cpus(pid: int) -> set[str]:
+    out = set()
+    for task in Path(f'/proc/{pid}/task').iterdir():
+        for line in (task / 'status').read_text().splitlines():
+            if line.startswith('Cpus_allowed_list:'):
+                out.add(line.split(':', 1)[1].strip())
+    return out
+
+
+def test_nice_and_cpu_affinity_apply_to_every_thread_at_configure(node_procs, harness,
+                                                                  tmp_path):
     write_camera_bag(tmp_path / 'bag', frames=1)
+    cpu = str(max(os.sched_getaffinity(0)))
     proc = node_procs('bag_player', params={'bag': str(tmp_path / 'bag'), 'nice': 3,
+                                            'cpu_affinity': cpu,
                                             'wait_topics': ['/nobody'], 'wait_timeout_s': 0.0})
     client = harness.lifecycle('bag_player')
     client.wait_ready(20.0)
     assert _thread_niceness(proc.pid) == {0}
+    before = _thread_cpus(proc.pid)
     client.transition('configure', timeout=30.0)
     assert _thread_niceness(proc.pid) == {3}   # the middleware's threads too
-    client.transition('activate', timeout=10.0)   # the playback thread inherits it
+    assert _thread_cpus(proc.pid) == {cpu}, before
+    client.transition('activate', timeout=10.0)   # the playback thread inherits both
     assert _thread_niceness(proc.pid) == {3}
+    assert _thread_cpus(proc.pid) == {cpu}
     assert proc.wait_for_output('process niceness 3', 5.0), proc.output()
+    assert proc.wait_for_output(f'process pinned to CPUs {cpu}', 5.0), proc.output()
 
 
 @pytest.mark.parametrize(('param', 'value', 'message'), [
@@ -59,6 +76,8 @@ def test_nice_applies_to_every_thread_at_configure(node_procs, harness, tmp_path
     ('transport', 'carrier_pigeon', "parameter 'transport' = 'carrier_pigeon'"),
     ('loop', 3, "parameter 'loop' = 3: expected a bool"),
     ('nice', 25, "parameter 'nice' = 25"),
+    ('cpu_affinity', '1-0', "parameter 'cpu_affinity' = '1-0': range '1-0' runs backwards"),
+    ('cpu_affinity', '4095', "parameter 'cpu_affinity' = '4095': CPUs 4095 are not available"),
 ])
 def test_bad_parameter_fails_configure_naming_it(node_procs, harness, tmp_path, param, value,
                                                  message):
