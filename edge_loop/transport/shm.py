@@ -350,12 +350,14 @@ class ShmSubscriber:
                 self._on_error(f'{RT_PRIORITY_ENV}={priority} not applied: {exc}')
 
     def _poll_window_ns(self) -> int:
+        text = os.environ.get(POLL_US_ENV, '0')
         try:
-            window_us = int(os.environ.get(POLL_US_ENV, '0'))
+            window_us = int(text)
         except ValueError:
-            window_us = 0
+            window_us = -1
         if not 0 <= window_us <= MAX_POLL_US:
-            self._on_error(f'{POLL_US_ENV}={window_us} outside 0..{MAX_POLL_US}: polling off')
+            self._on_error(f'{POLL_US_ENV}={text!r} is not an integer in 0..{MAX_POLL_US}: '
+                           'polling off')
             window_us = 0
         return window_us * 1000
 
