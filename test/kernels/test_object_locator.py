@@ -266,3 +266,23 @@ def test_object_touching_a_floor_blended_one_along_a_short_border_stays_apart(lo
     _match(locate(f.color, f.depth, f.intrinsics, f.extrinsics), pair, tol=0.004)
     any_contact = LocatorParams(merge_blend_len=0.0)
     assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics, any_contact)) == 1
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
+def test_blurred_band_larger_than_its_core_joins_but_a_wide_pale_neighbour_does_not(locate):
+    # A thin red object blurred through: its pale side (the red mixed half-way with the floor
+    # in linear light) outnumbers its core. The pale piece is the one nearer the floor's
+    # colour, so it is the blend candidate even though it is the larger region; it joins
+    # while it is a band along the core (mean width <= merge_blend_width), not when it is a
+    # 3 cm wide neighbour of that colour.
+    lin = (np.array([[200, 40, 40], [150, 140, 120]]) / 255.0) ** 2.2
+    pale = tuple(int(v) for v in np.rint(255 * lin.mean(axis=0) ** (1 / 2.2)))
+    core = Box(0.0, 0.0, 0.0, 0.012, 0.05, 0.03, rgb=(200, 40, 40))
+    for width, expected in ((0.016, 1), (0.03, 2)):
+        side = Box(0.006 + width / 2, 0.0, 0.0, width, 0.05, 0.03, rgb=pale)
+        f = scene(640, 480, boxes=(core, side))
+        assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics)) == expected, width
+    # Without the band rule only the smaller region may be the blend: the band stays apart.
+    f = scene(640, 480, boxes=(core, Box(0.014, 0.0, 0.0, 0.016, 0.05, 0.03, rgb=pale)))
+    assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics,
+                      LocatorParams(merge_blend_width=0.0))) == 2
