@@ -18,10 +18,12 @@ frame (``time.process_time``). Variants:
 - ``ros_tuned``: rclpy with ``FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA``, glibc malloc thresholds
   and the fallback's QoS (reliable, writer depth 5, reader depth 2).
 
-The floor is one ``np.copyto`` of the payload in one process. Prints one table.
+The floor is one ``np.copyto`` of the payload in one process. Prints one table, then the shm
+latency split into send -> reader awake (or sample seen by polling) -> received -> callback.
 
     python bench/bench_transport.py            # every payload, 1 and 3 consumers (~6 min)
     python bench/bench_transport.py --quick    # VGA rgb8 and 1080p rgb8, fewer frames
+    python bench/bench_transport.py --pin      # producer on CPU 0, consumers on the others
 """
 
 from __future__ import annotations
