@@ -256,6 +256,40 @@ def test_one_surface_in_two_colours_is_one_object_but_a_height_step_keeps_two(lo
 
 
 @pytest.mark.parametrize('locate', LOCATORS)
+def test_overexposed_faces_of_one_object_join_over_their_unclipped_channels(locate):
+    # An overexposed magenta object: red clipped on its lit top and on its shaded side, which
+    # meet at a 2 cm height step (its own occluding edge). Full chromaticities differ by
+    # ~0.08 (over merge_color, no smooth border); green:blue agree, so it is one object.
+    lit = Box(0.0, 0.0, 0.0, 0.05, 0.05, 0.05, rgb=(255, 50, 185))
+    side = Box(0.04, 0.0, 0.0, 0.03, 0.05, 0.03, rgb=(255, 43, 158))
+    f = scene(640, 480, boxes=(lit, side))
+    assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics)) == 1
+    assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics,
+                      LocatorParams(merge_clip_color=0.0))) == 2
+    # Red clipped too but another green:blue (an orange object): two objects.
+    orange = Box(0.04, 0.0, 0.0, 0.03, 0.05, 0.03, rgb=(255, 150, 60))
+    f = scene(640, 480, boxes=(lit, orange))
+    assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics)) == 2
+
+
+def test_clipped_channel_must_be_dominant_in_both_regions():
+    # Red clipped in one region only, where it is not the brightest channel of the other:
+    # green:blue agree (1:1) but the colours differ (red vs cyan-grey): no join.
+    intr = scene(640, 480, boxes=()).intrinsics
+    sums = {1: np.array([255.0, 60.0, 60.0]) * 1000, 2: np.array([100.0, 150.0, 150.0]) * 1000}
+    counts = {1: 1000, 2: 1000}
+    contact = {(1, 2): 40}
+    root = merge_regions(sums, counts, contact, np.array([150.0, 140.0, 120.0]),
+                         DEFAULT_PARAMS, intr)
+    assert root == {1: 1, 2: 2}
+    # The same red face next to a shaded red one (red unclipped but still dominant) joins.
+    sums[2] = np.array([200.0, 61.0, 59.0]) * 1000
+    root = merge_regions(sums, counts, contact, np.array([150.0, 140.0, 120.0]),
+                         LocatorParams(merge_color=0.0, merge_small_color=0.0), intr)
+    assert root == {1: 1, 2: 1}
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
 def test_object_touching_a_floor_blended_one_along_a_short_border_stays_apart(locate):
     # The colours of test_edge_blended_with_the_floor_joins_its_object, but the boxes share
     # only 16 mm of their sides (~13 px against ~39 px = sqrt of the smaller one's pixels):
