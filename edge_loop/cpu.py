@@ -9,6 +9,7 @@ measured with ``bench/bench_transport.py --pin`` (docs/transport.md).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 
 def parse_cpu_list(text: str) -> frozenset[int]:
@@ -44,19 +45,38 @@ def format_cpu_list(cpus: frozenset[int] | set[int]) -> str:
     return ','.join(parts)
 
 
+def for_each_thread(apply: Callable[[int], None]) -> str:
+    """Call ``apply(tid)`` for every thread of this process; '' or the last OSError's text.
+
+    Linux keeps niceness and CPU affinity per thread, and the DDS threads exist before a node
+    configures: setting the calling thread alone would miss them. Threads that ended
+    meanwhile are skipped.
+    """
+    failed = ''
+    for tid in [int(t) for t in os.listdir('/proc/self/task')] or [0]:
+        try:
+            apply(tid)
+        except ProcessLookupError:
+            continue
+        except OSError as exc:
+            failed = str(exc)
+    return failed
+
+
+def check_cpus(cpus: frozenset[int]) -> None:
+    """Raise ValueError unless ``cpus`` is a non-empty set this process may run on."""
+    allowed = os.sched_getaffinity(0)
+    if not cpus or not cpus <= allowed:
+        raise ValueError(f'CPUs {format_cpu_list(cpus - allowed) or "(none)"} are not '
+                         f'available to this process (allowed: {format_cpu_list(allowed)})')
+
+
 def pin_process(cpus: frozenset[int]) -> None:
     """Run every thread of this process on ``cpus`` (threads started later inherit it).
 
-    Linux keeps the affinity per thread, and the DDS threads exist already: each is set. Raises
-    ValueError when ``cpus`` names a CPU this process may not use, OSError when the kernel
-    refuses.
+    Raises ValueError (:func:`check_cpus`) or OSError when the kernel refuses.
     """
-    allowed = os.sched_getaffinity(0)
-    if not cpus or not cpus <= allowed:
-        raise ValueError(f'CPUs {format_cpu_list(cpus) or "(none)"} are not all available to '
-                         f'this process (allowed: {format_cpu_list(allowed)})')
-    for tid in [int(t) for t in os.listdir('/proc/self/task')] or [0]:
-        try:
-            os.sched_setaffinity(tid, cpus)
-        except ProcessLookupError:   # a thread that ended meanwhile
-            continue
+    check_cpus(cpus)
+    failed = for_each_thread(lambda tid: os.sched_setaffinity(tid, cpus))
+    if failed:
+        raise OSError(f'CPU affinity {format_cpu_list(cpus)} not applied: {failed}')

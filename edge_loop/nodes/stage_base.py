@@ -27,7 +27,7 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from edge_loop.cpu import format_cpu_list, parse_cpu_list, pin_process
+from edge_loop.cpu import check_cpus, for_each_thread, format_cpu_list, parse_cpu_list, pin_process
 
 _PTYPE = {
     bool: ParameterType.PARAMETER_BOOL,
@@ -145,12 +145,10 @@ class Param:
 def _cpu_list_error(text: str) -> str | None:
     try:
         cpus = parse_cpu_list(text)
+        if cpus:
+            check_cpus(cpus)
     except ValueError as exc:
         return str(exc)
-    allowed = os.sched_getaffinity(0)
-    if cpus and not cpus <= allowed:
-        return (f'CPUs {format_cpu_list(cpus - allowed)} are not available to this process '
-                f'(allowed: {format_cpu_list(allowed)})')
     return None
 
 
@@ -292,15 +290,7 @@ class StageNode(LifecycleNode):
         """Give every thread of this process the niceness ``nice`` (new threads inherit it)."""
         if nice == 0 and os.getpriority(os.PRIO_PROCESS, 0) == 0:
             return
-        failed = ''
-        # On Linux the niceness is per thread: set it on each (DDS threads already exist).
-        for tid in [int(t) for t in os.listdir('/proc/self/task')] or [0]:
-            try:
-                os.setpriority(os.PRIO_PROCESS, tid, nice)
-            except ProcessLookupError:
-                continue
-            except OSError as exc:
-                failed = str(exc)
+        failed = for_each_thread(lambda tid: os.setpriority(os.PRIO_PROCESS, tid, nice))
         if failed:
             self.get_logger().warning(f'nice {nice} not applied ({failed}); running at '
                                       f'{os.getpriority(os.PRIO_PROCESS, 0)}')
