@@ -24,7 +24,9 @@ Per sample a *raw* state is classified from:
   ``lost`` when most of the force is gone (below ``lost_fraction`` of the peak) while the
   fingers close on, or contact ends after holding while the fingers close further than
   ``lost_closing`` past the opening they held at, or the command still says closed (a release
-  opens them instead); ``lost`` lasts until the fingers open, or until both pads touch
+  opens them instead); ``lost`` lasts until the gripper is commanded open (without a known
+  command: until the fingers open; a finger knocked apart by the falling object while the
+  command says closed is no release), or until both pads touch
   something again with the fingers apart: the falling object caught between them, which is
   ``slipping`` (then ``holding`` once no slip cue remains), not a loss.
 
@@ -174,8 +176,11 @@ class _Machine:
             raw = OPEN                       # released or opening: whatever the pads feel
         elif prev == LOST and contact and opening > p.closed_opening:
             raw = SLIPPING                   # caught between the pads again: not gone (yet)
-        elif prev == LOST and not fingers_opening:
-            raw = LOST                       # stays lost until the gripper opens again
+        elif prev == LOST and (cmd_closed or not fingers_opening):
+            # stays lost until the gripper opens again: with the command known, until it is
+            # commanded open (the first branch); the fingers pushed apart for a moment while the
+            # command still says closed (the falling object knocking a finger) are no release
+            raw = LOST
         elif (prev in _GRIPPED and fmin < p.lost_fraction * peak
               and closing_speed > p.moving_velocity):
             raw = LOST                       # most of the force gone and the fingers close on

@@ -88,6 +88,33 @@ def test_contact_after_a_loss_is_slipping_not_holding():
     assert states[170:] == [gs.HOLDING] * 80
 
 
+def test_fingers_knocked_apart_after_a_loss_stay_lost_while_commanded_closed():
+    # as above, but the falling object knocks the fingers apart for a few samples before it is
+    # caught (command still closed): that is no release, so the catch is slipping, not a fresh
+    # hold (which would wait slip_settle_s before any slip cue); the old rule ended the loss
+    # on any opening motion (heavy training episode 1: 16 samples wrong)
+    dt = 1 / 250
+    t = np.arange(250) * dt
+    opening = np.full(250, 0.03)
+    force = np.full(250, 20.0)
+    force[:10] = 0.0
+    opening[:10] = 0.03 + 0.0032 * (10 - np.arange(10))
+    force[150:166] = 0.0
+    opening[150:160] = 0.03 - 0.0003 * np.arange(1, 11)         # closing on after the loss
+    opening[160:163] = opening[159] + 0.0004 * np.arange(1, 4)  # knocked apart: opening
+    opening[163:] = opening[162]
+    vel = np.gradient(opening, dt) / 2
+    args = (t, np.column_stack([opening, opening]) / 2, np.column_stack([vel, vel]),
+            np.column_stack([force, force]), np.zeros(250))
+    states = gs.state_names(gs.classify_trace(*args))
+    assert np.array_equal(gs.classify_trace(*args), gs.classify_trace_reference(*args))
+    assert states[158:166] == [gs.LOST] * 8
+    assert gs.SLIPPING in states[166:176]
+    # without the command the opening fingers are the only sign of a release: not lost
+    states = gs.state_names(gs.classify_trace(*args[:4], None))
+    assert gs.LOST not in states[163:166]
+
+
 def _held(n=300, rate=240.0, grip=10.0):
     """A steady grip from the first sample: t, positions, velocities, forces, shears, command."""
     t = np.arange(n) / rate
