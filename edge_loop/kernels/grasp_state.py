@@ -41,8 +41,11 @@ at the limit after that reads like one resting there, which is not a slip).
 The published state follows the raw state only after the raw state has been the same for
 ``dwell_s`` (``slip_dwell_s`` for ``slipping`` from the normal-force cues: one- or two-sample
 force spikes while the arm shakes are not slips) (debouncing). Stronger evidence waits less:
-both pads at the friction limit, a pivot, or the fingers closing faster than
-``slip_fast_velocity`` need only ``dwell_s``; both pads at the limit when one of them was
+a pivot or the fingers closing faster than ``slip_fast_velocity`` need only ``dwell_s``, both
+pads at the friction limit ``slip_limit_dwell_s`` (a little longer: an object resting close to
+the limit crosses ``slip_shear_ratio`` on single samples of sensor noise -- the ratio's noise is
+about 0.05 at a 6 N grip -- which two samples of dwell still published); both pads at the limit
+when one of them was
 below ``slip_jump_from`` within ``slip_jump_s`` (the object broke loose just now; on the
 benchmark's grasps a pad resting at the limit got there slowly) is published at once, and so is
 a jump of *both* pads to ``slip_jump_ratio`` from below ``slip_jump_from`` within
@@ -109,6 +112,9 @@ class GraspStateParams:
     pivot_max_s: float = 0.03           # ... or at most this long after the jump
     slip_jump_ratio: float = 0.9        # both pads jumping to this from below slip_jump_from:
                                         # a break-loose, slipping without dwell
+    slip_limit_dwell_s: float = 0.008   # both pads at the limit (no jump) must persist this
+                                        # long (3 samples at 240 Hz): 0.004 published pads resting
+                                        # near the limit on noise; 0.012 lost a slip (training)
 
     def validate(self) -> None:
         """Raise ValueError for inconsistent thresholds."""
@@ -117,6 +123,7 @@ class GraspStateParams:
         if len(self.force_bias) != 2:
             raise ValueError('force_bias needs one value per finger')
         for name in ('moving_velocity', 'closed_opening', 'dwell_s', 'slip_dwell_s',
+                     'slip_limit_dwell_s',
                      'slip_window_s', 'slip_velocity', 'lost_closing'):
             if not getattr(self, name) >= 0:
                 raise ValueError(f'{name} must be >= 0')
@@ -212,13 +219,15 @@ class _Machine:
         if raw != self.candidate:
             self.candidate = raw
             self.candidate_since = t
-        # the friction limit or fast creep is no solver force spike: the short dwell
+        # the friction limit or fast creep is no solver force spike: the short dwells
         if raw != SLIPPING:
             dwell = p.dwell_s
         elif jump:
             dwell = 0.0
-        elif at_limit or pivot or fast_closing:
+        elif pivot or fast_closing:
             dwell = p.dwell_s
+        elif at_limit:
+            dwell = p.slip_limit_dwell_s
         else:
             dwell = p.slip_dwell_s
         if raw != prev and t - self.candidate_since >= dwell:
