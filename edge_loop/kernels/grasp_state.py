@@ -21,7 +21,9 @@ Per sample a *raw* state is classified from:
   and the opening unchanged), or the fingers close faster than ``slip_fast_velocity`` with the
   force ``slip_fast_drop_fraction`` below the hold's peak or a pad's shear/normal at
   ``slip_pre_ratio`` or more (the finger positions come without the force sensor's delay);
-  ``lost`` when most of the force is gone (below ``lost_fraction`` of the peak) while the
+  ``lost`` (once the hold has lasted ``slip_settle_s``: before, the object still settles
+  between the closing fingers and contact flickering off is the closing, as the benchmark's
+  truth has it) when most of the force is gone (below ``lost_fraction`` of the peak) while the
   fingers close on, or contact ends after holding while the fingers close further than
   ``lost_closing`` past the opening they held at, or the command still says closed (a release
   opens them instead); ``lost`` lasts until the gripper is commanded open (without a known
@@ -178,6 +180,9 @@ class _Machine:
         cmd_open = command_delta > p.command_tolerance
         cmd_closed = command_delta < -p.command_tolerance
         fingers_opening = closing_speed < -p.moving_velocity
+        # a hold younger than slip_settle_s is still the closing: the object settles between
+        # the pads, and contact flickering off is no loss (nor are its force swings slips)
+        settled = t - self.hold_since >= p.slip_settle_s
         fast_closing = False
         if cmd_open:
             raw = OPEN                       # released or opening: whatever the pads feel
@@ -188,7 +193,7 @@ class _Machine:
             # commanded open (the first branch); the fingers pushed apart for a moment while the
             # command still says closed (the falling object knocking a finger) are no release
             raw = LOST
-        elif (prev in _GRIPPED and fmin < p.lost_fraction * peak
+        elif (prev in _GRIPPED and settled and fmin < p.lost_fraction * peak
               and closing_speed > p.moving_velocity):
             raw = LOST                       # most of the force gone and the fingers close on
         elif contact:
@@ -200,12 +205,12 @@ class _Machine:
             # limit (the fingers move now, the force sensor tells only 3 steps later)
             fast_closing = closing_speed > p.slip_fast_velocity and (
                 near_limit or self.hold_peak - fmin > p.slip_fast_drop_fraction * self.hold_peak)
-            if prev in _GRIPPED and t - self.hold_since >= p.slip_settle_s and (
+            if prev in _GRIPPED and settled and (
                     peak - fmin > p.slip_drop_fraction * peak
                     or (closing_speed > p.slip_velocity and creep)
                     or at_limit or jump or pivot or fast_closing):
                 raw = SLIPPING
-        elif prev in _GRIPPED and not fingers_opening and (
+        elif prev in _GRIPPED and settled and not fingers_opening and (
                 cmd_closed or closing_speed > p.moving_velocity
                 or opening < self.grip_opening - p.lost_closing
                 or opening <= p.closed_opening):
