@@ -46,7 +46,7 @@ force spikes while the arm shakes are not slips) (debouncing). Stronger evidence
 a pivot or the fingers closing faster than ``slip_fast_velocity`` need only ``dwell_s``, both
 pads at the friction limit ``slip_limit_dwell_s`` (a little longer: an object resting close to
 the limit crosses ``slip_shear_ratio`` on single samples of sensor noise -- the ratio's noise is
-about 0.05 at a 6 N grip -- which two samples of dwell still published); both pads at the limit
+about 0.065 at a 6 N grip -- which two samples of dwell still published); both pads at the limit
 when one of them was
 below ``slip_jump_from`` within ``slip_jump_s`` (the object broke loose just now; on the
 benchmark's grasps a pad resting at the limit got there slowly) is published at once, and so is
