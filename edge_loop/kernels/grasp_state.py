@@ -21,10 +21,14 @@ Per sample a *raw* state is classified from:
   and the opening unchanged), or the fingers close faster than ``slip_fast_velocity`` with the
   force ``slip_fast_drop_fraction`` below the hold's peak or a pad's shear/normal at
   ``slip_pre_ratio`` or more (the finger positions come without the force sensor's delay);
-  ``lost`` when most of the force is gone (below ``lost_fraction`` of the peak) while the
+  ``lost`` (once the hold has lasted ``slip_settle_s``: before, the object still settles
+  between the closing fingers and contact flickering off is the closing, as the benchmark's
+  truth has it) when most of the force is gone (below ``lost_fraction`` of the peak) while the
   fingers close on, or contact ends after holding while the fingers close further than
   ``lost_closing`` past the opening they held at, or the command still says closed (a release
-  opens them instead); ``lost`` lasts until the fingers open, or until both pads touch
+  opens them instead); ``lost`` lasts until the gripper is commanded open (without a known
+  command: until the fingers open; a finger knocked apart by the falling object while the
+  command says closed is no release), or until both pads touch
   something again with the fingers apart: the falling object caught between them, which is
   ``slipping`` (then ``holding`` once no slip cue remains), not a loss.
 
@@ -39,8 +43,11 @@ at the limit after that reads like one resting there, which is not a slip).
 The published state follows the raw state only after the raw state has been the same for
 ``dwell_s`` (``slip_dwell_s`` for ``slipping`` from the normal-force cues: one- or two-sample
 force spikes while the arm shakes are not slips) (debouncing). Stronger evidence waits less:
-both pads at the friction limit, a pivot, or the fingers closing faster than
-``slip_fast_velocity`` need only ``dwell_s``; both pads at the limit when one of them was
+a pivot or the fingers closing faster than ``slip_fast_velocity`` need only ``dwell_s``, both
+pads at the friction limit ``slip_limit_dwell_s`` (a little longer: an object resting close to
+the limit crosses ``slip_shear_ratio`` on single samples of sensor noise -- the ratio's noise is
+about 0.065 at a 6 N grip -- which two samples of dwell still published); both pads at the limit
+when one of them was
 below ``slip_jump_from`` within ``slip_jump_s`` (the object broke loose just now; on the
 benchmark's grasps a pad resting at the limit got there slowly) is published at once, and so is
 a jump of *both* pads to ``slip_jump_ratio`` from below ``slip_jump_from`` within
@@ -107,6 +114,9 @@ class GraspStateParams:
     pivot_max_s: float = 0.03           # ... or at most this long after the jump
     slip_jump_ratio: float = 0.9        # both pads jumping to this from below slip_jump_from:
                                         # a break-loose, slipping without dwell
+    slip_limit_dwell_s: float = 0.008   # both pads at the limit (no jump) must persist this
+                                        # long (3 samples at 240 Hz): 0.004 published pads resting
+                                        # near the limit on noise; 0.012 lost a slip (training)
 
     def validate(self) -> None:
         """Raise ValueError for inconsistent thresholds."""
@@ -115,6 +125,7 @@ class GraspStateParams:
         if len(self.force_bias) != 2:
             raise ValueError('force_bias needs one value per finger')
         for name in ('moving_velocity', 'closed_opening', 'dwell_s', 'slip_dwell_s',
+                     'slip_limit_dwell_s',
                      'slip_window_s', 'slip_velocity', 'lost_closing'):
             if not getattr(self, name) >= 0:
                 raise ValueError(f'{name} must be >= 0')
@@ -169,14 +180,20 @@ class _Machine:
         cmd_open = command_delta > p.command_tolerance
         cmd_closed = command_delta < -p.command_tolerance
         fingers_opening = closing_speed < -p.moving_velocity
+        # a hold younger than slip_settle_s is still the closing: the object settles between
+        # the pads, and contact flickering off is no loss (nor are its force swings slips)
+        settled = t - self.hold_since >= p.slip_settle_s
         fast_closing = False
         if cmd_open:
             raw = OPEN                       # released or opening: whatever the pads feel
         elif prev == LOST and contact and opening > p.closed_opening:
             raw = SLIPPING                   # caught between the pads again: not gone (yet)
-        elif prev == LOST and not fingers_opening:
-            raw = LOST                       # stays lost until the gripper opens again
-        elif (prev in _GRIPPED and fmin < p.lost_fraction * peak
+        elif prev == LOST and (cmd_closed or not fingers_opening):
+            # stays lost until the gripper opens again: with the command known, until it is
+            # commanded open (the first branch); the fingers pushed apart for a moment while the
+            # command still says closed (the falling object knocking a finger) are no release
+            raw = LOST
+        elif (prev in _GRIPPED and settled and fmin < p.lost_fraction * peak
               and closing_speed > p.moving_velocity):
             raw = LOST                       # most of the force gone and the fingers close on
         elif contact:
@@ -188,12 +205,12 @@ class _Machine:
             # limit (the fingers move now, the force sensor tells only 3 steps later)
             fast_closing = closing_speed > p.slip_fast_velocity and (
                 near_limit or self.hold_peak - fmin > p.slip_fast_drop_fraction * self.hold_peak)
-            if prev in _GRIPPED and t - self.hold_since >= p.slip_settle_s and (
+            if prev in _GRIPPED and settled and (
                     peak - fmin > p.slip_drop_fraction * peak
                     or (closing_speed > p.slip_velocity and creep)
                     or at_limit or jump or pivot or fast_closing):
                 raw = SLIPPING
-        elif prev in _GRIPPED and not fingers_opening and (
+        elif prev in _GRIPPED and settled and not fingers_opening and (
                 cmd_closed or closing_speed > p.moving_velocity
                 or opening < self.grip_opening - p.lost_closing
                 or opening <= p.closed_opening):
@@ -207,13 +224,15 @@ class _Machine:
         if raw != self.candidate:
             self.candidate = raw
             self.candidate_since = t
-        # the friction limit or fast creep is no solver force spike: the short dwell
+        # the friction limit or fast creep is no solver force spike: the short dwells
         if raw != SLIPPING:
             dwell = p.dwell_s
         elif jump:
             dwell = 0.0
-        elif at_limit or pivot or fast_closing:
+        elif pivot or fast_closing:
             dwell = p.dwell_s
+        elif at_limit:
+            dwell = p.slip_limit_dwell_s
         else:
             dwell = p.slip_dwell_s
         if raw != prev and t - self.candidate_since >= dwell:

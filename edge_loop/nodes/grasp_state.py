@@ -101,6 +101,9 @@ class GraspStateNode(StageNode):
               max=1.0),
         Param('slip_dwell_s', _DEF.slip_dwell_s, 'Slipping must persist this long (s)',
               min=0.0, max=1.0),
+        Param('slip_limit_dwell_s', _DEF.slip_limit_dwell_s,
+              'Slipping from both pads at the friction limit (without a jump) must persist '
+              'this long (s)', min=0.0, max=1.0),
         Param('slip_drop_fraction', _DEF.slip_drop_fraction,
               'Force drop from the recent peak that means slipping', min=0.01, max=0.99),
         Param('slip_window_s', _DEF.slip_window_s, 'Window of that peak (s)', min=0.0, max=2.0),
