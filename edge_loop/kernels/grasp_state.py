@@ -40,8 +40,10 @@ The published state follows the raw state only after the raw state has been the 
 ``dwell_s`` (``slip_dwell_s`` for ``slipping`` from the normal-force cues: one- or two-sample
 force spikes while the arm shakes are not slips) (debouncing). Stronger evidence waits less:
 both pads at the friction limit, a pivot, or the fingers closing faster than
-``slip_fast_velocity`` need only ``dwell_s``; both pads at the limit when one of them was
-below ``slip_jump_from`` within ``slip_jump_s`` (the object broke loose just now; on the
+``slip_fast_velocity`` need only ``dwell_s``; a grip that starts with both pads above
+``firm_contact`` (far above the pads' noise) is ``holding`` at once; both pads at the limit
+when one of them was below ``slip_jump_from`` within ``slip_jump_s`` (the object broke loose
+just now; on the
 benchmark's grasps a pad resting at the limit got there slowly) is published at once, and so is
 a jump of *both* pads to ``slip_jump_ratio`` from below ``slip_jump_from`` within
 ``slip_jump_s``, even short of ``slip_shear_ratio``: both contacts leaving the inside of the
@@ -107,6 +109,8 @@ class GraspStateParams:
     pivot_max_s: float = 0.03           # ... or at most this long after the jump
     slip_jump_ratio: float = 0.9        # both pads jumping to this from below slip_jump_from:
                                         # a break-loose, slipping without dwell
+    firm_contact: float = 3.0           # both pads above this entering a grip: holding
+                                        # without dwell (0: always dwell)
 
     def validate(self) -> None:
         """Raise ValueError for inconsistent thresholds."""
@@ -133,6 +137,8 @@ class GraspStateParams:
             raise ValueError('pivot_shear_ratio and slip_pre_ratio must be > 0')
         if not self.slip_jump_ratio > self.slip_jump_from:
             raise ValueError('slip_jump_ratio must be above slip_jump_from')
+        if not (self.firm_contact == 0 or self.firm_contact >= self.force_on):
+            raise ValueError('firm_contact must be 0 (off) or at least force_on')
 
 
 DEFAULT_PARAMS = GraspStateParams()
@@ -208,7 +214,9 @@ class _Machine:
             self.candidate = raw
             self.candidate_since = t
         # the friction limit or fast creep is no solver force spike: the short dwell
-        if raw != SLIPPING:
+        if raw == HOLDING and prev not in _GRIPPED and 0 < p.firm_contact <= fmin:
+            dwell = 0.0                      # both pads pressed hard: no noise spike
+        elif raw != SLIPPING:
             dwell = p.dwell_s
         elif jump:
             dwell = 0.0
@@ -219,7 +227,9 @@ class _Machine:
         if raw != prev and t - self.candidate_since >= dwell:
             self.state = raw
             if raw == HOLDING and prev not in _GRIPPED:
-                self.hold_since = t
+                # slip cues arm slip_settle_s after the dwell would have ended: a firm
+                # contact is reported sooner, the grip does not settle sooner
+                self.hold_since = t + p.dwell_s - dwell
             elif raw == SLIPPING and prev not in _GRIPPED:
                 self.hold_since = t - p.slip_settle_s
             elif raw not in _GRIPPED:
