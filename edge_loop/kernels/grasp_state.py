@@ -46,8 +46,9 @@ force spikes while the arm shakes are not slips) (debouncing). Stronger evidence
 a pivot or the fingers closing faster than ``slip_fast_velocity`` need only ``dwell_s``, both
 pads at the friction limit ``slip_limit_dwell_s`` (a little longer: an object resting close to
 the limit crosses ``slip_shear_ratio`` on single samples of sensor noise -- the ratio's noise is
-about 0.065 at a 6 N grip -- which two samples of dwell still published); both pads at the limit
-when one of them was
+about 0.065 at a 6 N grip -- which two samples of dwell still published); a grip that starts
+with both pads above ``firm_contact`` (far above the pads' noise) is ``holding`` at once; both
+pads at the limit when one of them was
 below ``slip_jump_from`` within ``slip_jump_s`` (the object broke loose just now; on the
 benchmark's grasps a pad resting at the limit got there slowly) is published at once, and so is
 a jump of *both* pads to ``slip_jump_ratio`` from below ``slip_jump_from`` within
@@ -117,6 +118,8 @@ class GraspStateParams:
     slip_limit_dwell_s: float = 0.008   # both pads at the limit (no jump) must persist this
                                         # long (3 samples at 240 Hz): 0.004 published pads resting
                                         # near the limit on noise; 0.012 lost a slip (training)
+    firm_contact: float = 3.0           # both pads above this entering a grip: holding
+                                        # without dwell (0: always dwell)
 
     def validate(self) -> None:
         """Raise ValueError for inconsistent thresholds."""
@@ -144,6 +147,8 @@ class GraspStateParams:
             raise ValueError('pivot_shear_ratio and slip_pre_ratio must be > 0')
         if not self.slip_jump_ratio > self.slip_jump_from:
             raise ValueError('slip_jump_ratio must be above slip_jump_from')
+        if not (self.firm_contact == 0 or self.firm_contact >= self.force_on):
+            raise ValueError('firm_contact must be 0 (off) or at least force_on')
 
 
 DEFAULT_PARAMS = GraspStateParams()
@@ -225,7 +230,9 @@ class _Machine:
             self.candidate = raw
             self.candidate_since = t
         # the friction limit or fast creep is no solver force spike: the short dwells
-        if raw != SLIPPING:
+        if raw == HOLDING and prev not in _GRIPPED and 0 < p.firm_contact <= fmin:
+            dwell = 0.0                      # both pads pressed hard: no noise spike
+        elif raw != SLIPPING:
             dwell = p.dwell_s
         elif jump:
             dwell = 0.0
@@ -238,7 +245,9 @@ class _Machine:
         if raw != prev and t - self.candidate_since >= dwell:
             self.state = raw
             if raw == HOLDING and prev not in _GRIPPED:
-                self.hold_since = t
+                # slip cues arm slip_settle_s after the dwell would have ended: a firm
+                # contact is reported sooner, the grip does not settle sooner
+                self.hold_since = t + p.dwell_s - dwell
             elif raw == SLIPPING and prev not in _GRIPPED:
                 self.hold_since = t - p.slip_settle_s
             elif raw not in _GRIPPED:

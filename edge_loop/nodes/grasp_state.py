@@ -139,6 +139,9 @@ class GraspStateNode(StageNode):
         Param('slip_jump_ratio', _DEF.slip_jump_ratio,
               'Both pads jumping to this shear/normal from below slip_jump_from within '
               'slip_jump_s: a break-loose, slipping at once', min=0.01, max=10.0),
+        Param('firm_contact', _DEF.firm_contact,
+              'Both pads above this force (N) when a grip starts: holding without dwell_s '
+              '(0: always wait dwell_s)', min=0.0, max=1000.0),
         Param('pivot_shear_ratio', _DEF.pivot_shear_ratio,
               "One pad's shear/normal that, jumped to from below pivot_jump_from within "
               'slip_jump_s, means the object pivots about the other pad', min=0.01, max=100.0),

@@ -64,6 +64,34 @@ def test_a_slide_at_constant_grip_force_shows_only_in_the_shear(seed):
     assert seen[-1] == gs.HOLDING or trace.truth[-1] != gs.HOLDING
 
 
+@pytest.mark.parametrize(('pad_force', 'published_after'), [(20.0, 0), (1.5, 1)])
+def test_a_firm_grip_is_holding_at_once_a_light_one_after_the_dwell(pad_force, published_after):
+    # fingers close at 0.12 m/s and stop on the object at sample 10; both pads read the force
+    # from sample 13 on (the sensor's delay): far above force_on it is holding on that very
+    # sample, just above force_on one dwell later (a noise spike is not a grip)
+    dt = 1 / 240
+    n = 60
+    t = np.arange(n) * dt
+    pos = np.full((n, 2), 0.02)
+    pos[:10, :] = 0.02 + 0.0005 * (10 - np.arange(10))[:, None]
+    vel = np.zeros((n, 2))
+    vel[:10, :] = -0.12
+    force = np.zeros((n, 2))
+    force[13:, :] = pad_force
+    states = gs.state_names(gs.classify_trace(t, pos, vel, force, np.zeros(n)))
+    assert states[12] == gs.CLOSING
+    assert states[13 + published_after] == gs.HOLDING
+    assert gs.HOLDING not in states[:13 + published_after]
+    ref = gs.classify_trace_reference(t, pos, vel, force, np.zeros(n))
+    assert gs.state_names(ref) == states
+
+
+def test_firm_contact_can_be_turned_off_and_must_not_undercut_force_on():
+    assert gs.GraspStateParams(firm_contact=0.0).firm_contact == 0.0
+    with pytest.raises(ValueError, match='firm_contact'):
+        gs.GraspStateEstimator(gs.GraspStateParams(firm_contact=0.5))
+
+
 def test_contact_after_a_loss_is_slipping_not_holding():
     # held at 20 N, the object falls out (forces vanish, fingers close on), then is caught
     # again between the pads (both pressed, fingers apart): slipping through, then held; the
