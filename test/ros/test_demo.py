@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 def test_demo_picks_and_survives_a_deactivated_controller(ros_domain, harness, tmp_path):
     env = dict(ros_domain[1])
-    env['EDGE_LOOP_IOX2_PREFIX'] = f'demo{os.getpid() % 100000}_'
+    prefix = f'demo{os.getpid() % 100000}_'
+    env['EDGE_LOOP_IOX2_PREFIX'] = prefix
     report = tmp_path / 'report'
     cmd = [sys.executable, '-m', 'edge_loop.cli', 'demo', '--episodes', '3', '--objects', '2',
            '--report', str(report), '--log-dir', str(tmp_path / 'logs')]
@@ -50,6 +51,9 @@ def test_demo_picks_and_survives_a_deactivated_controller(ros_domain, harness, t
             proc.terminate()
             proc.wait(timeout=60)
         reader.join(timeout=5.0)
+        # iceoryx2 keeps one small management file per prefix: ours is this test's alone
+        for leftover in Path('/dev/shm').glob(f'{prefix}*'):
+            leftover.unlink(missing_ok=True)
     text = ''.join(output).replace('\r', '\n')
     match = re.search(r'pick success: (\d)/3', text)
     assert match, text
