@@ -320,3 +320,38 @@ def test_blurred_band_larger_than_its_core_joins_but_a_wide_pale_neighbour_does_
     f = scene(640, 480, boxes=(core, Box(0.014, 0.0, 0.0, 0.016, 0.05, 0.03, rgb=pale)))
     assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics,
                       LocatorParams(merge_blend_width=0.0))) == 2
+
+
+def test_regions_touching_at_a_corner_do_not_join_however_alike():
+    # Two large regions of one colour (an overexposed cube and cylinder): a border of 6
+    # pairs is a corner contact (< merge_contact_len x sqrt(2000) ~ 11), 40 pairs a cut
+    # across one object.
+    intr = scene(640, 480, boxes=()).intrinsics
+    sums = {1: np.array([205.0, 254.0, 254.0]) * 2000, 2: np.array([202.0, 250.0, 245.0]) * 2000}
+    counts = {1: 2000, 2: 2000}
+    floor = np.array([254.0, 254.0, 254.0])
+    assert merge_regions(sums, counts, {(1, 2): 6}, floor, DEFAULT_PARAMS, intr) == {1: 1, 2: 2}
+    assert merge_regions(sums, counts, {(1, 2): 40}, floor, DEFAULT_PARAMS, intr) == {1: 1, 2: 1}
+    assert merge_regions(sums, counts, {(1, 2): 6}, floor, LocatorParams(merge_contact_len=0.0),
+                         intr) == {1: 1, 2: 1}
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
+def test_part_of_an_object_beside_a_depth_blind_spot_counts_below_min_pixels(locate):
+    # A box hidden from the depth camera by a large blind disc (glare) but for a sliver of
+    # ~70 px at its edge: kept (partial_min_pixels); a ~70 px box in the open is not.
+    box = (Box(0.0, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(200, 40, 40)),)
+    f = scene(640, 480, boxes=box)
+    u0, v0, u1, v1 = locate(f.color, f.depth, f.intrinsics, f.extrinsics)[0].mask_bbox
+    uu, vv = np.meshgrid(np.arange(640), np.arange(480))
+    depth = f.depth.copy()
+    depth[(uu - (u1 - 201)) ** 2 + (vv - (v0 + v1) / 2) ** 2 < 200 ** 2] = np.nan
+    sliver = locate(f.color, depth, f.intrinsics, f.extrinsics)
+    assert len(sliver) == 1 and sliver[0].pixel_count < DEFAULT_PARAMS.min_pixels
+    assert locate(f.color, depth, f.intrinsics, f.extrinsics,
+                  LocatorParams(partial_min_pixels=DEFAULT_PARAMS.min_pixels)) == []
+    speck = (Box(0.0, 0.0, 0.0, 0.008, 0.008, 0.012, rgb=(200, 40, 40)),)
+    f = scene(640, 480, boxes=speck)
+    assert locate(f.color, f.depth, f.intrinsics, f.extrinsics) == []
+    assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics,
+                      LocatorParams(min_pixels=20))) == 1
