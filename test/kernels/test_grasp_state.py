@@ -92,24 +92,34 @@ def test_firm_contact_can_be_turned_off_and_must_not_undercut_force_on():
         gs.GraspStateEstimator(gs.GraspStateParams(firm_contact=0.5))
 
 
-def test_contact_after_a_loss_is_slipping_not_holding():
-    # held at 20 N, the object falls out (forces vanish, fingers close on), then is caught
-    # again between the pads (both pressed, fingers apart): slipping through, then held; the
-    # old latch reported lost until the gripper opened
+def _loss_and_catch(knocked_apart: int = 0, force_back_at: int = 160) -> tuple:
+    """Trace args of a loss and a catch (250 samples at 250 Hz, command closed).
+
+    Closing onto the object, held at 20 N; the forces vanish at sample 150 while the fingers
+    close on for 10 samples, then open by 0.4 mm a sample for ``knocked_apart`` samples; the
+    pads are pressed again from ``force_back_at``.
+    """
     dt = 1 / 250
     t = np.arange(250) * dt
     opening = np.full(250, 0.03)
     force = np.full(250, 20.0)
     force[:10] = 0.0
     opening[:10] = 0.03 + 0.0032 * (10 - np.arange(10))        # closing onto the object
-    lost = slice(150, 160)
-    force[lost] = 0.0
-    opening[lost] = 0.03 - 0.0003 * np.arange(1, 11)            # closing on after the loss
-    opening[160:] = opening[159]
+    force[150:force_back_at] = 0.0
+    opening[150:160] = 0.03 - 0.0003 * np.arange(1, 11)         # closing on after the loss
+    end = 160 + knocked_apart
+    opening[160:end] = opening[159] + 0.0004 * np.arange(1, knocked_apart + 1)
+    opening[end:] = opening[end - 1]
     vel = np.gradient(opening, dt) / 2
-    states = gs.state_names(gs.classify_trace(
-        t, np.column_stack([opening, opening]) / 2, np.column_stack([vel, vel]),
-        np.column_stack([force, force]), np.zeros(250)))
+    return (t, np.column_stack([opening, opening]) / 2, np.column_stack([vel, vel]),
+            np.column_stack([force, force]), np.zeros(250))
+
+
+def test_contact_after_a_loss_is_slipping_not_holding():
+    # held at 20 N, the object falls out (forces vanish, fingers close on), then is caught
+    # again between the pads (both pressed, fingers apart): slipping through, then held; the
+    # old latch reported lost until the gripper opened
+    states = gs.state_names(gs.classify_trace(*_loss_and_catch()))
     assert states[140] == gs.HOLDING
     assert gs.LOST in states[150:162]
     assert gs.SLIPPING in states[160:170]
@@ -121,19 +131,7 @@ def test_fingers_knocked_apart_after_a_loss_stay_lost_while_commanded_closed():
     # caught (command still closed): that is no release, so the catch is slipping, not a fresh
     # hold (which would wait slip_settle_s before any slip cue); the old rule ended the loss
     # on any opening motion (heavy training episode 1: 16 samples wrong)
-    dt = 1 / 250
-    t = np.arange(250) * dt
-    opening = np.full(250, 0.03)
-    force = np.full(250, 20.0)
-    force[:10] = 0.0
-    opening[:10] = 0.03 + 0.0032 * (10 - np.arange(10))
-    force[150:166] = 0.0
-    opening[150:160] = 0.03 - 0.0003 * np.arange(1, 11)         # closing on after the loss
-    opening[160:163] = opening[159] + 0.0004 * np.arange(1, 4)  # knocked apart: opening
-    opening[163:] = opening[162]
-    vel = np.gradient(opening, dt) / 2
-    args = (t, np.column_stack([opening, opening]) / 2, np.column_stack([vel, vel]),
-            np.column_stack([force, force]), np.zeros(250))
+    args = _loss_and_catch(knocked_apart=3, force_back_at=166)
     states = gs.state_names(gs.classify_trace(*args))
     assert np.array_equal(gs.classify_trace(*args), gs.classify_trace_reference(*args))
     assert states[158:166] == [gs.LOST] * 8
