@@ -256,12 +256,15 @@ def test_a_startup_backlog_is_not_enforced_until_the_loop_runs_on_time(harness, 
 def test_stalled_camera_and_gripper_are_misses(harness, rig):
     rig.start_monitor(misses_to_deactivate=1000)
     _wait_matched(harness, rig.fake)
-    stalled = {i: ('stall', FramePlan(camera=False)) for i in range(12, 24)}
+    # The stall starts after the monitor's 3 s start-up grace (48 frames at 15 Hz), so it is
+    # enforced even when a slow start left fewer than arm_after_on_time on-time frames in a row.
+    first, end = 48, 60
+    stalled = {i: ('stall', FramePlan(camera=False)) for i in range(first, end)}
     rig.fake.plan = _plan(stalled)
     rig.fake.start()
     harness.wait_until(lambda: any(m.frame_id == 'camera_stall' for m in rig.stops.msgs()),
                        20.0, 'camera_stall safe stop')
-    harness.wait_until(lambda: rig.fake.frame_index > 30, 20.0, 'camera back')
+    harness.wait_until(lambda: rig.fake.frame_index > end + 6, 20.0, 'camera back')
     stall_stops = [_ns(m.stamp) for m in rig.stops.msgs() if m.frame_id == 'camera_stall']
     # The oracle is the silences the fake camera really left: the planned 12 periods (which a
     # loaded machine stretches) and any other gap a starved test process made. A stall comes
@@ -271,8 +274,8 @@ def test_stalled_camera_and_gripper_are_misses(harness, rig):
     timeout_ns = MONITOR_PARAMS['stall_periods'] * period_ns
     sent = sorted(f.stamp_ns for f in rig.fake.sent if f.stamp_ns > 0)
     silences = [(a, b) for a, b in zip(sent, sent[1:]) if b - a > timeout_ns]
-    planned = (max(f.stamp_ns for f in rig.fake.sent[:12]),
-               next(f.stamp_ns for f in rig.fake.sent[24:] if f.stamp_ns > 0))
+    planned = (max(f.stamp_ns for f in rig.fake.sent[:first]),
+               next(f.stamp_ns for f in rig.fake.sent[end:] if f.stamp_ns > 0))
     assert planned in silences, (planned, silences)
     assert any(planned[0] < stamp <= planned[1] + 300_000_000 for stamp in stall_stops), \
         'no camera_stall in the planned silence'
