@@ -87,6 +87,9 @@ class OccupancyParams:
     l_min: float = -2.0
     l_max: float = 3.0
     unobserved_decay: float = 0.01   # fraction of the log-odds lost per frame without evidence
+    # Decayed log-odds nearer 0 than this become exactly 0 (unknown): repeated decay would
+    # otherwise end on a subnormal float that never reaches 0 and slows every later multiply.
+    decay_floor: float = 1e-3
     occupied_above: float = 0.5      # log-odds > this -> 100
     free_below: float = -0.5         # log-odds < this -> 0
     output_hysteresis: float = 1.0   # a published cell keeps its value until this far past
@@ -108,7 +111,9 @@ def _update(logodds: np.ndarray, total: np.ndarray, high: np.ndarray,
     hit = observed & (high >= params.hit_area_fraction * total)
     miss = observed & ~hit
     out = logodds.astype(np.float32, copy=True)
-    out[~observed] *= np.float32(1.0 - params.unobserved_decay)
+    unobserved = ~observed
+    out[unobserved] *= np.float32(1.0 - params.unobserved_decay)
+    out[unobserved & (np.abs(out) < np.float32(params.decay_floor))] = 0.0
     out[hit] += np.float32(params.l_hit)
     out[miss] += np.float32(params.l_miss)
     np.clip(out, params.l_min, params.l_max, out=out)
@@ -118,6 +123,9 @@ def _update(logodds: np.ndarray, total: np.ndarray, high: np.ndarray,
 def _check(logodds: np.ndarray, depth_m: np.ndarray, intr: Intrinsics, spec: GridSpec) -> None:
     if logodds.shape != spec.shape:
         raise ValueError(f'log-odds shape {logodds.shape} does not match the grid {spec.shape}')
+    if spec.width * spec.height >= 2 ** 24:
+        raise ValueError(f'grid of {spec.width}x{spec.height} cells: at most 2**24 cells '
+                         '(cell indices are computed in float32)')
     if depth_m.ndim != 2 or depth_m.shape != (intr.height, intr.width):
         raise ValueError(f'depth shape {depth_m.shape} does not match the intrinsics '
                          f'{intr.width}x{intr.height}')
@@ -244,10 +252,11 @@ def integrate(logodds: np.ndarray, depth_m: np.ndarray, intr: Intrinsics, ext: E
     if d.dtype == np.uint16:
         z = d.astype(np.float32)
         z *= np.float32(0.001)
-        z[d == 0] = np.nan
+        np.copyto(z, np.float32(np.nan), where=d == 0)
     else:
         z = d.astype(np.float32)
-        z[~(z > 0)] = np.nan         # NaN and <= 0: no data; NaN spreads into the areas
+        # NaN and <= 0: no data; NaN spreads into the areas
+        np.copyto(z, np.float32(np.nan), where=~(z > 0))
     gx = rays.gx * z
     gx += rays.gx0
     gy = rays.gy * z
@@ -265,19 +274,21 @@ def integrate(logodds: np.ndarray, depth_m: np.ndarray, intr: Intrinsics, ext: E
     flat_area *= zc
     # Next to a hole (NaN) or across a jump: assume a table-parallel patch.
     fallback = ~(area <= np.float32(params.max_area_ratio) * flat_area)
-    area[fallback] = flat_area[fallback]
+    np.copyto(area, flat_area, where=fallback)   # masked copy: 2x a boolean index's speed
     hz = rays.hz[:-1, :-1] * zc
     hz += rays.hz0
     px = np.floor(gx[:-1, :-1])
     py = np.floor(gy[:-1, :-1])
     keep = hz <= params.max_height   # False for NaN (no data)
     keep &= (px >= 0) & (px < spec.width) & (py >= 0) & (py < spec.height)
-    flat = py[keep].astype(np.int32) * spec.width + px[keep].astype(np.int32)
+    py *= np.float32(spec.width)
+    py += px                     # the flat cell index, exact in float32 below 2**24 cells
+    flat = py[keep].astype(np.intp)
     area = area[keep]
-    high = hz[keep] > params.occupied_height
     n = spec.width * spec.height
     total = np.bincount(flat, weights=area, minlength=n).reshape(spec.shape)
-    high_area = np.bincount(flat[high], weights=area[high], minlength=n).reshape(spec.shape)
+    area *= hz[keep] > params.occupied_height   # zero weight below: the same sums
+    high_area = np.bincount(flat, weights=area, minlength=n).reshape(spec.shape)
     return _update(logodds, total, high_area, params)
 
 

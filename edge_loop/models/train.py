@@ -215,6 +215,25 @@ def evaluate(model, x, y, lighting) -> dict[str, dict[str, float]]:
     return out
 
 
+def flush_subnormal_parameters(model) -> int:
+    """Set every subnormal weight to zero; returns how many there were.
+
+    Training leaves thousands of weights below float32's smallest normal number (1.2e-38).
+    They change no output, but on Intel CPUs every multiply with one takes a microcode
+    assist: ONNX Runtime ran this model 12x slower with them (31 ms vs 2.6 ms a frame here).
+    """
+    import torch
+
+    tiny = torch.finfo(torch.float32).tiny
+    flushed = 0
+    with torch.no_grad():
+        for p in model.parameters():
+            sub = (p != 0) & (p.abs() < tiny)
+            flushed += int(sub.sum())
+            p[sub] = 0.0
+    return flushed
+
+
 def main(argv: list[str] | None = None) -> int:
     """Render, train, export, write the record."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -332,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             break
     t_train = time.time() - t_train0
     model = model.cpu().eval()
+    flush_subnormal_parameters(model)
     if args.save_state:
         torch.save(model.state_dict(), args.save_state)
     metrics = evaluate(model, xv, yv, val['lighting'])

@@ -88,6 +88,18 @@ def test_removed_object_clears_and_unobserved_cells_relax_to_unknown():
     assert (occ.to_occupancy_grid(lo) == occ.OCC_UNKNOWN).all()
 
 
+def test_unobserved_decay_ends_at_exact_zero_not_subnormal():
+    # float32 decay by 0.99 a frame sticks at the smallest subnormal (1.4e-45) for ever,
+    # and subnormal operands make every later multiply take a microcode assist.
+    lo = occ.new_logodds()
+    lo[:5, :5], lo[5:10, :5] = occ.DEFAULT_PARAMS.l_max, occ.DEFAULT_PARAMS.l_min
+    nothing = np.full((480, 640), np.nan, np.float32)
+    for _ in range(900):
+        lo = occ.integrate(lo, nothing, D435_VGA, ops.DEFAULT_EXT)
+    assert (lo == 0).all()
+    assert not ((lo != 0) & (np.abs(lo) < np.finfo(np.float32).tiny)).any()
+
+
 def test_no_data_gives_no_evidence_and_points_above_max_height_are_ignored():
     zeros = np.zeros((480, 640), np.uint16)
     lo = occ.integrate(occ.new_logodds(), zeros, D435_VGA, ops.DEFAULT_EXT)
@@ -105,6 +117,10 @@ def test_bad_shapes_raise():
     with pytest.raises(ValueError):
         occ.integrate(np.zeros((3, 3), np.float32), np.zeros((480, 640), np.float32), D435_VGA,
                       ops.DEFAULT_EXT)
+    huge = occ.GridSpec(width=4096, height=4096)
+    with pytest.raises(ValueError, match='2\\*\\*24'):
+        occ.integrate(occ.new_logodds(huge), np.zeros((480, 640), np.float32), D435_VGA,
+                      ops.DEFAULT_EXT, huge)
 
 
 def test_grid_values_and_iou():
