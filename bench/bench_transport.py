@@ -186,11 +186,11 @@ def run_consumer(args: argparse.Namespace) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *a: stop.set())
     try:
+        # Spin as a stage node does: the shm reader's frames come on its own thread, but its
+        # executor must run to drop the remote-producer watch once shared memory delivers
+        # (without it every frame's DDS announcement is received and queued for ever).
         while not stop.is_set():
-            if reader is None:
-                rclpy.spin_once(node, timeout_sec=0.05)
-            else:
-                stop.wait(1.0)
+            rclpy.spin_once(node, timeout_sec=0.05 if reader is None else 0.5)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     stats = dict(reader.stats) if reader is not None else {}
