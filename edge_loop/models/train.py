@@ -351,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
             break
     t_train = time.time() - t_train0
     model = model.cpu().eval()
-    flush_subnormal_parameters(model)
+    flushed = flush_subnormal_parameters(model)
+    print(f'{flushed} subnormal weights set to 0', flush=True)
     if args.save_state:
         torch.save(model.state_dict(), args.save_state)
     metrics = evaluate(model, xv, yv, val['lighting'])
@@ -391,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
                      'contact_pos_weight': round(float(contact_weight), 3),
                      'batch': args.batch, 'optimizer': 'Adam, one-cycle',
                      'max_lr': 3e-3, 'device': args.device, 'threads': args.threads,
-                     'data_seconds': round(t_data, 1), 'train_seconds': round(t_train, 1)},
+                     'data_seconds': round(t_data, 1), 'train_seconds': round(t_train, 1),
+                     'subnormal_weights_flushed': flushed},
         'val_metrics': metrics,
     }
     if args.provenance:
