@@ -97,7 +97,7 @@ def _truth(bag: Path):
 
 def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
             stages: tuple[str, ...] = bringup.STAGES, until_commands: int = 0,
-            commands_timeout_s: float = 300.0) -> Outputs:
+            commands_timeout_s: float = 300.0, budget_scale: float = 1.0) -> Outputs:
     outputs = {'object_locator': topics.OBJECTS, 'grasp_planner': topics.GRASP,
                'occupancy_mapper': topics.OCCUPANCY, 'pick_controller': topics.ARM_CMD}
     answers = [topic for stage, topic in outputs.items() if stage in stages]
@@ -107,6 +107,12 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
     # The copy audit is on: every frame-reading stage reports copies per frame.
     extra = {stage: {'copy_audit': True} for stage in FRAME_STAGES if stage in stages}
     extra['bag_player'] = bag_params
+    if realtime and budget_scale != 1.0:
+        monitor = yaml.safe_load(bringup.default_params_file().read_text())[
+            'deadline_monitor']['ros__parameters']
+        extra['deadline_monitor'] = {
+            'end_to_end_budget_ms': monitor['end_to_end_budget_ms'] * budget_scale,
+            'stage_budgets_ms': [b * budget_scale for b in monitor['stage_budgets_ms']]}
     nodes = bringup.graph('bag', bag=str(bag), transport='shm', monitor=realtime,
                           stages=stages, extra=extra)
     graph = Graph(nodes, bringup.default_params_file(), tmp_path / 'logs', env=ros_domain[1])
@@ -286,12 +292,42 @@ def _rviz_failures(topic_types: dict[str, list[str]]) -> list[str]:
     return failures
 
 
+def _machine_slowdown() -> float:
+    """How many times slower this machine runs the deployed locator than at its baseline.
+
+    The locator on ``verify``'s performance input, p50 of 15 runs, against
+    ``config/verify_baseline.json`` (at least 1). A kernel regression cannot hide behind it:
+    ``edge-loop verify`` gates the kernel's speed against its reference in one run.
+    """
+    import json
+
+    from edge_loop.verify import ops_vision
+
+    op = next(o for o in ops_vision.OPS if o.name == 'object_locator')
+    case = op.perf_case()
+    times = []
+    for k in range(18):
+        t0 = time.perf_counter()
+        op.deployed(*case.args)
+        if k >= 3:
+            times.append(time.perf_counter() - t0)
+    baseline = json.loads(config_path('verify_baseline.json').read_text())
+    base_ms = baseline['ops']['object_locator']['deployed_ms_p50']
+    return max(1.0, float(np.median(times)) * 1e3 / base_ms)
+
+
 def _realtime_attempt(ros_domain, tmp_path) -> None:
     """One real-time replay of the scenario bag, judged by the gates (AssertionError if not)."""
     scenario = CFG['realtime_scenario']
     warmup, measured = CFG['realtime_warmup_commands'], CFG['realtime_commands']
+    # The budget holds for a machine as fast as the one the kernels' baselines were taken on;
+    # on a slower (shared, throttled) CI machine the monitor's budgets and the p99 gate are
+    # scaled by the measured slowdown, up to a limit.
+    slowdown = _machine_slowdown()
+    scale = min(slowdown, GATES['realtime_max_slowdown'])
     out = _replay(ros_domain, tmp_path, _bag(scenario), realtime=True,
-                  until_commands=warmup + measured, commands_timeout_s=90.0)
+                  until_commands=warmup + measured, commands_timeout_s=90.0,
+                  budget_scale=scale)
     assert not _rviz_failures(out.topic_types), '\n'.join(_rviz_failures(out.topic_types))
     assert out.controller_state == 'active', (
         f'{scenario}: pick_controller is {out.controller_state} after real-time replay '
@@ -301,10 +337,13 @@ def _realtime_attempt(ros_domain, tmp_path) -> None:
     judged = out.latencies_ms[warmup:warmup + measured]
     assert len(judged) >= measured // 2, f'only {len(judged)} commands after warm-up'
     p50, p99 = percentiles(judged)
-    print(f'{scenario}: end-to-end p50 {p50:.1f} ms, p99 {p99:.1f} ms over {len(judged)} frames')
-    assert p99 <= GATES['end_to_end_p99_ms'], (
-        f'{scenario}: end-to-end p99 {p99:.1f} ms > {GATES["end_to_end_p99_ms"]} ms '
-        f'(p50 {p50:.1f} ms over {len(judged)} commands after {warmup} warm-up)')
+    gate = GATES['end_to_end_p99_ms'] * scale
+    print(f'{scenario}: end-to-end p50 {p50:.1f} ms, p99 {p99:.1f} ms over {len(judged)} '
+          f'frames; machine {slowdown:.2f}x slower than the baseline, p99 gate {gate:.1f} ms')
+    assert p99 <= gate, (
+        f'{scenario}: end-to-end p99 {p99:.1f} ms > {gate:.1f} ms ({GATES["end_to_end_p99_ms"]}'
+        f' ms x machine slowdown {slowdown:.2f}, at most {GATES["realtime_max_slowdown"]}; '
+        f'p50 {p50:.1f} ms over {len(judged)} commands after {warmup} warm-up)')
     window = [stamp for stamp, _ in out.commands[warmup:warmup + measured]]
     late = [f'{s / 1e9:.3f} {why}' for s, why in zip(out.safe_stop_stamps, out.safe_stop_reasons)
             if window[0] <= s <= window[-1]]
