@@ -27,6 +27,7 @@ sha256 of their source modules and artifacts (see :mod:`edge_loop.verify.gate`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib
 import inspect
@@ -37,6 +38,7 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,23 +179,50 @@ def equivalence_gate(op: OpSpec, tol: dict[str, Any]) -> tuple[dict[str, Any], l
     return gate, results
 
 
-def performance_gate(op: OpSpec, baseline_ratio: float | None, repeats: int = 51,
-                     max_seconds: float = 20.0) -> dict[str, Any]:
-    """Time reference and deployed alternately on ``perf_case()``; gate on their ratio.
+@contextlib.contextmanager
+def single_threaded_opencv() -> Iterator[None]:
+    """Run OpenCV on one thread meanwhile.
 
-    OpenCV runs single-threaded meanwhile: the budgets are per core, and a thread pool
-    competing with the machine's load would make the ratio noisy.
+    The budgets are per core, and a thread pool competing with the machine's load would make
+    the timings noisy.
     """
     try:
         import cv2
     except ImportError:  # pragma: no cover - opencv is a dependency
-        return _performance_gate(op, baseline_ratio, repeats, max_seconds)
+        yield
+        return
     threads = cv2.getNumThreads()
     cv2.setNumThreads(1)
     try:
-        return _performance_gate(op, baseline_ratio, repeats, max_seconds)
+        yield
     finally:
         cv2.setNumThreads(threads)
+
+
+def performance_gate(op: OpSpec, baseline_ratio: float | None, repeats: int = 51,
+                     max_seconds: float = 20.0) -> dict[str, Any]:
+    """Time reference and deployed alternately on ``perf_case()``; gate on their ratio."""
+    with single_threaded_opencv():
+        return _performance_gate(op, baseline_ratio, repeats, max_seconds)
+
+
+def deployed_ms_p50(op: OpSpec, repeats: int = 15) -> float:
+    """p50 (ms) of the deployed implementation alone on ``perf_case()``.
+
+    One warm-up call, OpenCV on one thread, as in :func:`performance_gate`; without the
+    reference in between the caches stay warm, so this is at most the interleaved figure the
+    baseline file records as ``deployed_ms_p50``. Their quotient is a floor of how much slower
+    this machine is than the baseline's.
+    """
+    case = op.perf_case()
+    times = []
+    with single_threaded_opencv():
+        op.deployed(*case.args, **case.kwargs)
+        for _ in range(repeats):
+            t = time.perf_counter()
+            op.deployed(*case.args, **case.kwargs)
+            times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
 
 
 def _performance_gate(op: OpSpec, baseline_ratio: float | None, repeats: int,

@@ -30,12 +30,16 @@ from edge_loop.launcher import Graph
 from edge_loop.paths import config_path, data_dir, share_dir
 from edge_loop.stats import percentiles
 from edge_loop.testing import ros_harness
+from edge_loop.verify import ops_vision
+from edge_loop.verify.run import deployed_ms_p50, load_baseline
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 CFG = yaml.safe_load(config_path('regression.yaml').read_text())
 GATES = CFG['gates']
-PARAMS = yaml.safe_load(config_path('pick.yaml').read_text())['/**']['ros__parameters']
+PICK = yaml.safe_load(config_path('pick.yaml').read_text())
+PARAMS = PICK['/**']['ros__parameters']
+MONITOR = PICK['deadline_monitor']['ros__parameters']
 EXT = Extrinsics.from_params(PARAMS['camera_position'], PARAMS['camera_orientation'])
 FRAME_STAGES = ('object_locator', 'grasp_planner', 'occupancy_mapper')
 
@@ -108,11 +112,9 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
     extra = {stage: {'copy_audit': True} for stage in FRAME_STAGES if stage in stages}
     extra['bag_player'] = bag_params
     if realtime and budget_scale != 1.0:
-        monitor = yaml.safe_load(bringup.default_params_file().read_text())[
-            'deadline_monitor']['ros__parameters']
         extra['deadline_monitor'] = {
-            'end_to_end_budget_ms': monitor['end_to_end_budget_ms'] * budget_scale,
-            'stage_budgets_ms': [b * budget_scale for b in monitor['stage_budgets_ms']]}
+            'end_to_end_budget_ms': MONITOR['end_to_end_budget_ms'] * budget_scale,
+            'stage_budgets_ms': [b * budget_scale for b in MONITOR['stage_budgets_ms']]}
     nodes = bringup.graph('bag', bag=str(bag), transport='shm', monitor=realtime,
                           stages=stages, extra=extra)
     graph = Graph(nodes, bringup.default_params_file(), tmp_path / 'logs', env=ros_domain[1])
@@ -295,25 +297,12 @@ def _rviz_failures(topic_types: dict[str, list[str]]) -> list[str]:
 def _machine_slowdown() -> float:
     """How many times slower this machine runs the deployed locator than at its baseline.
 
-    The locator on ``verify``'s performance input, p50 of 15 runs, against
-    ``config/verify_baseline.json`` (at least 1). A kernel regression cannot hide behind it:
-    ``edge-loop verify`` gates the kernel's speed against its reference in one run.
+    At least 1. A kernel regression cannot hide behind it: ``edge-loop verify`` gates the
+    kernel's speed against its reference in one run.
     """
-    import json
-
-    from edge_loop.verify import ops_vision
-
     op = next(o for o in ops_vision.OPS if o.name == 'object_locator')
-    case = op.perf_case()
-    times = []
-    for k in range(18):
-        t0 = time.perf_counter()
-        op.deployed(*case.args)
-        if k >= 3:
-            times.append(time.perf_counter() - t0)
-    baseline = json.loads(config_path('verify_baseline.json').read_text())
-    base_ms = baseline['ops']['object_locator']['deployed_ms_p50']
-    return max(1.0, float(np.median(times)) * 1e3 / base_ms)
+    base_ms = load_baseline(config_path('verify_baseline.json'))[op.name]['deployed_ms_p50']
+    return max(1.0, deployed_ms_p50(op) / base_ms)
 
 
 def _realtime_attempt(ros_domain, tmp_path) -> None:
