@@ -21,11 +21,12 @@ Per sample a *raw* state is classified from:
   and the opening unchanged), or the fingers close faster than ``slip_fast_velocity`` with the
   force ``slip_fast_drop_fraction`` below the hold's peak or a pad's shear/normal at
   ``slip_pre_ratio`` or more (the finger positions come without the force sensor's delay);
-  ``lost`` (once the hold has lasted ``slip_settle_s``: before, the object still settles
+  ``lost`` (once the hold has lasted ``lost_settle_s``: before, the object still settles
   between the closing fingers and contact flickering off is the closing, as the benchmark's
   truth has it) when most of the force is gone (below ``lost_fraction`` of the peak) while the
-  fingers close on, or contact ends after holding while the fingers close further than
-  ``lost_closing`` past the opening they held at, or the command still says closed (a release
+  fingers close on, or contact ends after holding while the command still says closed (the
+  falling object may knock the fingers apart for a moment) or, without a known command, while
+  the fingers close further than ``lost_closing`` past the opening they held at (a release
   opens them instead); ``lost`` lasts until the gripper is commanded open (without a known
   command: until the fingers open; a finger knocked apart by the falling object while the
   command says closed is no release), or until both pads touch
@@ -104,6 +105,9 @@ class GraspStateParams:
     slip_fast_drop_fraction: float = 0.2    # ... this far below the hold's peak, or with ...
     slip_pre_ratio: float = 0.75        # ... a pad's shear/normal this high: slipping, dwell_s
     slip_settle_s: float = 0.08         # no slip decisions in the first part of a hold
+    lost_settle_s: float = 0.095        # no loss decisions before this: contact gone earlier is
+                                        # the closing (the benchmark's truth: 100 ms of true
+                                        # contact, seen here ~4 ms later net of the sensor delay)
     lost_closing: float = 0.003
     lost_fraction: float = 0.25         # force below this share of its recent peak -> lost
     slip_shear_ratio: float = 0.97      # shear/normal on both pads: sliding (sim pads: mu 1.08)
@@ -128,6 +132,7 @@ class GraspStateParams:
         if len(self.force_bias) != 2:
             raise ValueError('force_bias needs one value per finger')
         for name in ('moving_velocity', 'closed_opening', 'dwell_s', 'slip_dwell_s',
+                     'slip_settle_s', 'lost_settle_s',
                      'slip_limit_dwell_s',
                      'slip_window_s', 'slip_velocity', 'lost_closing'):
             if not getattr(self, name) >= 0:
@@ -185,9 +190,11 @@ class _Machine:
         cmd_open = command_delta > p.command_tolerance
         cmd_closed = command_delta < -p.command_tolerance
         fingers_opening = closing_speed < -p.moving_velocity
-        # a hold younger than slip_settle_s is still the closing: the object settles between
-        # the pads, and contact flickering off is no loss (nor are its force swings slips)
+        # a hold younger than slip_settle_s (lost_settle_s for a loss) is still the closing:
+        # the object settles between the pads, and contact flickering off is no loss (nor are
+        # its force swings slips)
         settled = t - self.hold_since >= p.slip_settle_s
+        loss_settled = t - self.hold_since >= p.lost_settle_s
         fast_closing = False
         if cmd_open:
             raw = OPEN                       # released or opening: whatever the pads feel
@@ -198,7 +205,7 @@ class _Machine:
             # commanded open (the first branch); the fingers pushed apart for a moment while the
             # command still says closed (the falling object knocking a finger) are no release
             raw = LOST
-        elif (prev in _GRIPPED and settled and fmin < p.lost_fraction * peak
+        elif (prev in _GRIPPED and loss_settled and fmin < p.lost_fraction * peak
               and closing_speed > p.moving_velocity):
             raw = LOST                       # most of the force gone and the fingers close on
         elif contact:
@@ -215,10 +222,13 @@ class _Machine:
                     or (closing_speed > p.slip_velocity and creep)
                     or at_limit or jump or pivot or fast_closing):
                 raw = SLIPPING
-        elif prev in _GRIPPED and settled and not fingers_opening and (
-                cmd_closed or closing_speed > p.moving_velocity
+        elif prev in _GRIPPED and loss_settled and (cmd_closed or not fingers_opening and (
+                closing_speed > p.moving_velocity
                 or opening < self.grip_opening - p.lost_closing
-                or opening <= p.closed_opening):
+                or opening <= p.closed_opening)):
+            # contact gone after a settled grip: lost when the command still says closed (the
+            # falling object may knock the fingers apart for a moment: no release), or, without
+            # a known command, when the fingers close on past the held opening
             raw = LOST
         elif opening <= p.closed_opening and closing_speed <= p.moving_velocity:
             raw = CLOSED_EMPTY
@@ -249,7 +259,7 @@ class _Machine:
                 # contact is reported sooner, the grip does not settle sooner
                 self.hold_since = t + p.dwell_s - dwell
             elif raw == SLIPPING and prev not in _GRIPPED:
-                self.hold_since = t - p.slip_settle_s
+                self.hold_since = t - max(p.slip_settle_s, p.lost_settle_s)
             elif raw not in _GRIPPED:
                 self.hold_since = math.inf
         if self.state in _GRIPPED:
