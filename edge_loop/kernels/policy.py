@@ -19,7 +19,11 @@ Phases (``PHASES``)::
 - Motion is velocity servoing: P control on the TCP position and yaw (closest of the two
   symmetric yaws), with speed limits; moves that go down first travel at a safe height.
 - ``retreat``: open, go up and home; after ``max_attempts`` failed attempts the policy stays
-  in ``observe`` with reason ``gave_up``.
+  in ``observe`` with reason ``gave_up``. A grip that held and then slipped or was lost
+  (``confirm``, ``lift``, ``place``) is remembered: a later grasp within ``regrasp_radius`` of
+  it closes ``regrasp_deeper`` lower per such failure there (down to ``min_tcp_z``), so the
+  pads take more of the object instead of repeating a grip that has already let go (the
+  planner, given the same frame, plans the same grasp).
 - Holding still (zero twist) whenever the TCP pose or, while the gripper is closed, the grasp
   state is older than ``stale_s``; and whenever the phase needs an input that never came.
 
@@ -74,6 +78,8 @@ class PolicyParams:
     max_attempts: int = 3
     footprint_clearance: float = 0.002
     min_grasp_quality: float = -math.inf
+    regrasp_deeper: float = 0.01        # per earlier slip/loss at the same spot (m)
+    regrasp_radius: float = 0.02        # "the same spot": grasp centres this close in x, y (m)
 
 
 @dataclass
@@ -219,6 +225,7 @@ class PickPolicy:
         self.last_reason = 'start'
         self.stall_ref: tuple[float, float] | None = None
         self.hold_since: float | None = None
+        self.let_go_at: list[np.ndarray] = []   # grasp centres whose grip slipped or was lost
 
     # ----------------------------------------------------------------------------------
     def _goto(self, phase: str, now: float, reason: str) -> None:
@@ -228,10 +235,19 @@ class PickPolicy:
         self.stall_ref = None
         self.hold_since = None
 
-    def _fail(self, now: float, reason: str) -> None:
+    def _fail(self, now: float, reason: str, let_go: bool = False) -> None:
         self.attempts += 1
+        if let_go and self.plan is not None:
+            self.let_go_at.append(self.plan.center.copy())
         self.plan = None
         self._goto('retreat', now, reason)
+
+    def _regrasp_depth(self, center: np.ndarray) -> float:
+        """How much lower to close at ``center``: ``regrasp_deeper`` per grip let go there."""
+        p = self.p
+        near = sum(1 for c in self.let_go_at
+                   if math.hypot(c[0] - center[0], c[1] - center[1]) <= p.regrasp_radius)
+        return near * p.regrasp_deeper
 
     def _servo(self, tcp: tuple[float, float, float, float], target: np.ndarray,
                yaw: float, max_speed: float | None = None) -> tuple[tuple, float]:
@@ -332,7 +348,7 @@ class PickPolicy:
         plan = PlanarGrasp(center=g.center.copy(), yaw=g.yaw,
                            opening=min(p.max_opening, g.opening + p.opening_margin),
                            finger_width=g.finger_width, quality=g.quality)
-        plan.center[2] = max(plan.center[2], p.min_tcp_z)
+        plan.center[2] = max(plan.center[2] - self._regrasp_depth(plan.center), p.min_tcp_z)
         ok, why, _ = check_grasp_clear(plan, grid, inputs.occupancy_spec, p.footprint_clearance)
         if not ok:
             self.attempts += 1
@@ -387,7 +403,7 @@ class PickPolicy:
         if touch != 'holding':
             if now - self.phase_since > p.close_timeout_s or touch in (
                     'closed_empty', 'lost', 'open'):
-                self._fail(now, f'grasp not confirmed ({touch})')
+                self._fail(now, f'grasp not confirmed ({touch})', let_go=touch == 'lost')
                 return ZERO, (p.max_opening, p.grip_force)
             self.hold_since = None
             return ZERO, None
@@ -400,7 +416,7 @@ class PickPolicy:
     def _phase_lift(self, now, inputs, tcp, touch):
         p = self.p
         if touch in ('closed_empty', 'lost', 'slipping', 'open'):
-            self._fail(now, f'{touch} while lifting')
+            self._fail(now, f'{touch} while lifting', let_go=touch in ('lost', 'slipping'))
             return ZERO, (p.max_opening, p.grip_force)
         target = np.array([tcp[0], tcp[1], max(p.lift_height, self.plan.center[2] + 0.1)])
         twist, dist = self._servo(tcp, target, tcp[3])
@@ -411,7 +427,7 @@ class PickPolicy:
     def _phase_place(self, now, inputs, tcp, touch):
         p = self.p
         if touch in ('closed_empty', 'lost', 'open'):
-            self._fail(now, f'{touch} while carrying')
+            self._fail(now, f'{touch} while carrying', let_go=touch == 'lost')
             return ZERO, (p.max_opening, p.grip_force)
         twist, arrived = self._travel(tcp, np.array(p.drop), tcp[3])
         if arrived:
@@ -423,6 +439,7 @@ class PickPolicy:
         if now - self.phase_since >= self.p.release_s:
             self.picks += 1
             self.attempts = 0
+            self.let_go_at.clear()
             self.plan = None
             self._goto('return', now, 'released')
         return ZERO, None

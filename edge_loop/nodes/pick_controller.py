@@ -102,6 +102,11 @@ class PickControllerNode(StageNode):
         Param('footprint_clearance', _DEF.footprint_clearance,
               'Added around each finger footprint in the occupancy check (m)', min=0.0,
               max=0.05),
+        Param('regrasp_deeper', _DEF.regrasp_deeper,
+              'Close this much lower per earlier grip that slipped or was lost at the same '
+              'spot (m)', min=0.0, max=0.05),
+        Param('regrasp_radius', _DEF.regrasp_radius,
+              'Grasp centres this close (x, y) are the same spot (m)', min=0.0, max=0.2),
     )
 
     def __init__(self, **kwargs: Any) -> None:
@@ -131,7 +136,8 @@ class PickControllerNode(StageNode):
             'kp_linear', 'kp_yaw', 'max_speed', 'descend_speed', 'max_yaw_rate',
             'position_tolerance', 'grip_force', 'max_opening', 'opening_margin',
             'close_timeout_s', 'confirm_s', 'release_s', 'phase_timeout_s', 'stale_s',
-            'settle_s', 'max_attempts', 'footprint_clearance')}
+            'settle_s', 'max_attempts', 'footprint_clearance', 'regrasp_deeper',
+            'regrasp_radius')}
         self._policy = PickPolicy(PolicyParams(home=tuple(prm['home']), drop=tuple(prm['drop']),
                                                **kwargs))
         self._world = prm['world_frame']
