@@ -403,7 +403,8 @@ class PickPolicy:
         if touch != 'holding':
             if now - self.phase_since > p.close_timeout_s or touch in (
                     'closed_empty', 'lost', 'open'):
-                self._fail(now, f'grasp not confirmed ({touch})', let_go=touch == 'lost')
+                self._fail(now, f'grasp not confirmed ({touch})',
+                           let_go=touch in ('lost', 'slipping'))
                 return ZERO, (p.max_opening, p.grip_force)
             self.hold_since = None
             return ZERO, None
