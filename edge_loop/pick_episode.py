@@ -3,8 +3,9 @@
 """Closed-loop pick episodes in the physics simulator, without ROS (kernel level).
 
 One episode: a held-out scene (``SimWorld``), the camera at ``camera_hz``, the vision kernels
-(object locator + grasp planner on the rendered depth; ``perception='truth'`` uses the
-simulator's mask baseline instead), the occupancy kernel fused over the frames, the tactile
+as the grasp_planner node runs them (the object locator on the rendered colour and depth, then
+the grasp planner for its objects; ``perception='truth'`` uses the simulator's mask baseline
+instead), the occupancy kernel fused over the frames, the tactile
 grasp-state estimator at the physics rate (240 Hz) on the noisy, biased, delayed finger forces,
 and :class:`~edge_loop.kernels.policy.PickPolicy` commanding the gripper. The episode succeeds
 when an object has been carried out of the tray and released over the drop pose.
@@ -61,9 +62,13 @@ def _perceive(world, frame, perception: str):
 
         return mask_centroid_grasp(world, frame)
     from edge_loop.kernels.grasp_planner import plan_grasp
+    from edge_loop.kernels.object_locator import locate_objects
 
+    # as edge_loop/nodes/grasp_planner.py: the locator sees the colour image too (and with it
+    # the lighting), not only the depth
     depth = frame.depth_mm
-    grasps = plan_grasp(depth, frame.intrinsics, world.extrinsics)
+    objects = locate_objects(frame.color, depth, frame.intrinsics, world.extrinsics)
+    grasps = plan_grasp(depth, frame.intrinsics, world.extrinsics, objects=objects)
     return grasps[0] if grasps else None
 
 
