@@ -139,10 +139,12 @@ def test_nominal_frames_no_miss_late_and_missing_command_safe_stop(harness, rig)
     _wait_matched(harness, rig.fake)
     late = FramePlan(command_delay_s=BUDGET_S + 0.060)
     slow_stages = FramePlan(command_delay_s=0.080, stage_delay_s=0.060)   # in time overall
-    rig.fake.plan = _plan({20: ('slow_stages', slow_stages), 25: ('late', late),
-                           32: ('missing', FramePlan(None))})
+    # after the 3 s start-up grace (30 frames): enforced even if a slow start left the
+    # monitor unarmed (see test_consecutive_misses_deactivate_controller_until_reactivate)
+    rig.fake.plan = _plan({40: ('slow_stages', slow_stages), 45: ('late', late),
+                           52: ('missing', FramePlan(None))})
     rig.fake.start()
-    harness.wait_until(lambda: rig.fake.frame_index > 40, 20.0, '40 frames')
+    harness.wait_until(lambda: rig.fake.frame_index > 60, 20.0, '60 frames')
     harness.wait_until(lambda: len(rig.stops.msgs()) >= 2, 5.0, 'two safe stops')
     time.sleep(0.3)   # let any extra (false) stop arrive before counting
     stops = rig.stops.timed()
@@ -187,7 +189,7 @@ def test_a_hold_never_opens_wider_than_the_last_gripper_command(harness, rig):
     rig.start_monitor()
     _wait_matched(harness, rig.fake)
     rig.fake.commanded_opening = 0.03
-    rig.fake.plan = _plan({20: ('missing', FramePlan(None))})
+    rig.fake.plan = _plan({40: ('missing', FramePlan(None))})   # after the 3 s grace
     rig.fake.start()
     harness.wait_until(lambda: any(m.frame_id == 'deadline_miss' for m in rig.stops.msgs()),
                        20.0, 'the missing frame stopped')
@@ -201,7 +203,10 @@ def test_a_hold_never_opens_wider_than_the_last_gripper_command(harness, rig):
 def test_consecutive_misses_deactivate_controller_until_reactivate(harness, rig):
     rig.start_monitor(healthy_periods_to_ok=30)    # 3 s of ERROR to try ~/reactivate in
     _wait_matched(harness, rig.fake)
-    rig.fake.plan = _plan({i: ('missing', FramePlan(None)) for i in range(12, 16)})
+    # The burst comes after the monitor's 3 s start-up grace (30 frames at 10 Hz), so it is
+    # enforced even when a slow start left fewer than arm_after_on_time on-time frames in a
+    # row (a Kilted CI run: frames 12-15 came before the monitor armed; nothing deactivated).
+    rig.fake.plan = _plan({i: ('missing', FramePlan(None)) for i in range(40, 44)})
     rig.fake.start()
     rig.controller.wait_for_state('inactive', 20.0)
     harness.wait_until(lambda: loop_status(rig.diags)[0] == b'\x02', 5.0, 'ERROR diagnostics')
