@@ -136,7 +136,9 @@ def test_polling_reader_gets_every_frame_then_stops_polling(shm, monkeypatch):
         measured = [f for f in frames if f != HANDSHAKE]
         assert measured == [(i % 256, i) for i in range(40)], 'a frame was lost or altered'
         assert errors == []
-        assert subscriber.polled >= 20, (subscriber.polled, subscriber.poll_misses)
+        # polling finds frames (0 without it); how many depends on the machine's load: a
+        # fresh-clone CI run on 2 busy cores found 15 of 40, the rest by the blocking wait
+        assert subscriber.polled >= 10, (subscriber.polled, subscriber.poll_misses)
         # The source stopped: a few empty windows, then plain waiting (no endless polling).
         time.sleep(0.8)
         misses = subscriber.poll_misses
