@@ -153,7 +153,7 @@ def test_nominal_frames_no_miss_late_and_missing_command_safe_stop(harness, rig)
     judged = [f for f in rig.fake.sent if 0 <= f.stamp_ns < horizon]
     faults = {f.stamp_ns for f in judged if f.kind in ('late', 'missing')}
     # What really happened: a loaded machine can delay the fake controller too, so the
-    # oracle is when each command actually went out (frames within 2 ms of it: either way).
+    # oracle is when each command actually went out (frames it cannot tell: either way).
     missed = {f.stamp_ns for f in judged if f.missed(budget_ns)}
     either = {f.stamp_ns for f in judged if f.missed(budget_ns) is None}
     stopped = set(_stamps(stops))
@@ -238,8 +238,18 @@ def test_a_startup_backlog_is_not_enforced_until_the_loop_runs_on_time(harness, 
     rig.start_monitor(startup_grace_s=60.0, arm_after_on_time=5)
     _wait_matched(harness, rig.fake)
     # (a 200 ms budget at 10 Hz: 4 missing frames make 3 consecutive misses, as above)
-    rig.fake.plan = _plan({i: ('missing', FramePlan(None)) for i in (1, 2, 3, 4, 25, 26, 27, 28)})
+    # The burst starts once the monitor reports that it enforces, not at a fixed frame: on a
+    # loaded CI machine the fake loop's jitter can break the on-time streak for seconds.
+    burst_start = []
+    faults = {i: ('missing', FramePlan(None)) for i in (1, 2, 3, 4)}
+    rig.fake.plan = lambda i: (('missing', FramePlan(None)) if burst_start and
+                               burst_start[0] <= i < burst_start[0] + 4 else
+                               faults.get(i, ('nominal', FramePlan())))
     rig.fake.start()
+    harness.wait_until(lambda: loop_status(rig.diags)[1].get('enforcing') == 'yes', 30.0,
+                       'the monitor armed by on-time commands')
+    assert rig.fake.frame_index > 5, 'armed before the backlog was over'
+    burst_start.append(rig.fake.frame_index + 2)
     rig.controller.wait_for_state('inactive', 20.0)
     missing = sorted(f.stamp_ns for f in rig.fake.sent if f.kind == 'missing')
     backlog, burst = missing[:4], missing[4:8]
