@@ -30,6 +30,7 @@ from edge_loop.kernels.camera import D435_VGA
 from edge_loop.kernels.grasp_state import GraspStateEstimator
 from edge_loop.kernels.occupancy import OCC_OCCUPIED, GridSpec, OccupancyMapper
 from edge_loop.kernels.policy import (
+    GRASP_ALTERNATIVES,
     PickPolicy,
     PolicyInputs,
     PolicyParams,
@@ -56,11 +57,11 @@ class EpisodeResult:
 
 
 def _perceive(world, frame, perception: str):
-    """(grasp or None) from one rendered frame."""
+    """(grasp or None, the planner's other grasps best first) from one rendered frame."""
     if perception == 'truth':
         from edge_loop.sim.baselines import mask_centroid_grasp
 
-        return mask_centroid_grasp(world, frame)
+        return mask_centroid_grasp(world, frame), []
     from edge_loop.kernels.grasp_planner import plan_grasp
     from edge_loop.kernels.object_locator import locate_objects
 
@@ -69,7 +70,7 @@ def _perceive(world, frame, perception: str):
     depth = frame.depth_mm
     objects = locate_objects(frame.color, depth, frame.intrinsics, world.extrinsics)
     grasps = plan_grasp(depth, frame.intrinsics, world.extrinsics, objects=objects)
-    return grasps[0] if grasps else None
+    return (grasps[0], grasps[1:1 + GRASP_ALTERNATIVES]) if grasps else (None, [])
 
 
 def _into_occupied(world, truth: np.ndarray, spec: GridSpec, tcp, yaw: float, opening: float,
@@ -164,7 +165,8 @@ def run_pick_episode(seed: int, lighting: str = 'nominal', *, split: str = 'held
                 frame = world.render()
                 grid = mapper.update(frame.depth_mm, frame.intrinsics, world.extrinsics)
                 inputs.occupancy, inputs.occupancy_stamp = grid, now
-                inputs.grasp, inputs.grasp_stamp = _perceive(world, frame, perception), now
+                inputs.grasp, inputs.grasp_alternatives = _perceive(world, frame, perception)
+                inputs.grasp_stamp = now
             out = policy.step(now, inputs)
             if not phases or phases[-1][1] != out.phase:
                 phases.append((round(now - start, 3), out.phase, out.reason))

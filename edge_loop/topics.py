@@ -18,6 +18,8 @@ DIAGNOSTICS = '/diagnostics'            # diagnostic_msgs/DiagnosticArray
 
 # Chosen by this package (standard types with a header).
 GRASP_STATE = '/edge_loop/grasp_state'  # diagnostic_msgs/DiagnosticArray, one status 'grasp_state'
+# geometry_msgs/PolygonStamped: the planner's next-best jaw rectangles, 4 points each, best first
+GRASP_ALTERNATIVES = '/edge_loop/grasp_alternatives'
 ARM_CMD = '/edge_loop/cmd/arm'          # geometry_msgs/TwistStamped, gripper velocity in world
 GRIPPER_CMD = '/edge_loop/cmd/gripper'  # sensor_msgs/JointState: position=[opening m], effort=[N]
 MARKERS = '/edge_loop/markers'          # visualization_msgs/MarkerArray (RViz)
@@ -38,6 +40,7 @@ TYPES = {
     OBJECT: 'geometry_msgs/msg/PoseStamped',
     OBJECTS: 'geometry_msgs/msg/PoseArray',
     GRASP: 'geometry_msgs/msg/PolygonStamped',
+    GRASP_ALTERNATIVES: 'geometry_msgs/msg/PolygonStamped',
     OCCUPANCY: 'nav_msgs/msg/OccupancyGrid',
     GRASP_STATE: 'diagnostic_msgs/msg/DiagnosticArray',
     ARM_CMD: 'geometry_msgs/msg/TwistStamped',

@@ -88,6 +88,10 @@ class PolicyInputs:
 
     grasp: PlanarGrasp | None = None
     grasp_stamp: float | None = None
+    # The planner's other grasps of the same frame, best first: tried in order when the
+    # footprint check refuses ``grasp`` (the planner checks collisions in 3-D on depth points,
+    # the policy in 2-D on the grid, so the two can disagree about the same grasp).
+    grasp_alternatives: list[PlanarGrasp] = field(default_factory=list)
     occupancy: np.ndarray | None = None          # int8 (rows, cols): -1 / 0 / 100
     occupancy_spec: GridSpec = field(default_factory=GridSpec)
     occupancy_stamp: float | None = None
@@ -110,6 +114,13 @@ class PolicyOutput:
 
 
 ZERO = (0.0, 0.0, 0.0, 0.0)
+# How many next-best grasps of a frame the planner hands on (the grasp_planner node's
+# `alternatives` default; the kernel-level episodes use the same).
+GRASP_ALTERNATIVES = 5
+
+
+def _valid(g: PlanarGrasp) -> bool:
+    return bool(np.all(np.isfinite(g.center)) and math.isfinite(g.yaw) and g.opening > 0)
 
 
 def wrap(a: float) -> float:
@@ -334,7 +345,7 @@ class PickPolicy:
                 or not self._fresh(inputs.grasp_stamp, now):
             self.last_reason = 'waiting for a grasp seen with the arm out of view'
             return ZERO, None
-        if not (np.all(np.isfinite(g.center)) and math.isfinite(g.yaw) and g.opening > 0):
+        if not _valid(g):
             self.last_reason = 'invalid grasp ignored'
             return ZERO, None
         if g.quality < p.min_grasp_quality:
@@ -345,18 +356,28 @@ class PickPolicy:
                 inputs.occupancy_stamp < clear_after:
             self.last_reason = 'waiting for an occupancy grid seen with the arm out of view'
             return ZERO, None
-        plan = PlanarGrasp(center=g.center.copy(), yaw=g.yaw,
-                           opening=min(p.max_opening, g.opening + p.opening_margin),
-                           finger_width=g.finger_width, quality=g.quality)
-        plan.center[2] = max(plan.center[2] - self._regrasp_depth(plan.center), p.min_tcp_z)
-        ok, why, _ = check_grasp_clear(plan, grid, inputs.occupancy_spec, p.footprint_clearance)
-        if not ok:
+        why = ''
+        for rank, candidate in enumerate([g] + list(inputs.grasp_alternatives)):
+            if rank and (not _valid(candidate) or candidate.quality < p.min_grasp_quality):
+                continue
+            plan = PlanarGrasp(center=candidate.center.copy(), yaw=candidate.yaw,
+                               opening=min(p.max_opening, candidate.opening + p.opening_margin),
+                               finger_width=candidate.finger_width, quality=candidate.quality)
+            plan.center[2] = max(plan.center[2] - self._regrasp_depth(plan.center),
+                                 p.min_tcp_z)
+            ok, reason, _ = check_grasp_clear(plan, grid, inputs.occupancy_spec,
+                                              p.footprint_clearance)
+            if ok:
+                break
+            why = why or reason    # the best grasp's reason is the one reported
+        else:
             self.attempts += 1
             self.home_since = now     # wait for a new plan from a later frame
             self.last_reason = f'grasp refused: {why}'
             return ZERO, None
         self.plan = plan
-        self._goto('approach', now, 'grasp accepted')
+        self._goto('approach', now, 'grasp accepted' if not rank else
+                   f'alternative grasp {rank} accepted (best refused: {why})')
         return ZERO, (plan.opening, p.grip_force)
 
     def _pregrasp(self) -> np.ndarray:

@@ -11,9 +11,12 @@ collision-free grasp, so it normally grasps the object on ``/edge_loop/object``.
 
 Outputs, stamped with the frame's stamp in ``world_frame``: ``/edge_loop/grasp``
 (PolygonStamped: the contract's jaw rectangle; a polygon without points when there is no
-grasp) and the ranked candidates as RViz markers on ``/edge_loop/markers`` (namespace
-``grasp_candidates``: the best in green, the others fading). Bad frames: warning +
-``/diagnostics``, no output (see :mod:`edge_loop.nodes.object_locator`).
+grasp), ``/edge_loop/grasp_alternatives`` (PolygonStamped: the next ``alternatives`` ranked
+jaw rectangles, 4 points each, best first; published just before the grasp, for the pick
+controller to fall back on when its occupancy check refuses the best) and the ranked
+candidates as RViz markers on ``/edge_loop/markers`` (namespace ``grasp_candidates``: the
+best in green, the others fading). Bad frames: warning + ``/diagnostics``, no output (see
+:mod:`edge_loop.nodes.object_locator`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from edge_loop import topics
 from edge_loop.kernels.grasp_planner import GraspParams, plan_grasp
 from edge_loop.kernels.grasp_types import PlanarGrasp, grasp_rectangle
 from edge_loop.kernels.object_locator import locate_objects
+from edge_loop.kernels.policy import GRASP_ALTERNATIVES
 from edge_loop.nodes.object_locator import (
     VISION_PARAMS,
     BadFrameError,
@@ -43,10 +47,14 @@ from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
 
 def grasp_polygon(grasp: PlanarGrasp | None, header: Header) -> PolygonStamped:
     """The jaw rectangle (p0..p3) of ``grasp``; no points when there is none."""
+    return grasps_polygon([] if grasp is None else [grasp], header)
+
+
+def grasps_polygon(grasps: list[PlanarGrasp], header: Header) -> PolygonStamped:
+    """The jaw rectangles of ``grasps`` one after the other (4 points each)."""
     msg = PolygonStamped(header=header, polygon=Polygon())
-    if grasp is not None:
-        msg.polygon.points = [Point32(x=float(c[0]), y=float(c[1]), z=float(c[2]))
-                              for c in grasp_rectangle(grasp)]
+    msg.polygon.points = [Point32(x=float(c[0]), y=float(c[1]), z=float(c[2]))
+                          for g in grasps for c in grasp_rectangle(g)]
     return msg
 
 
@@ -81,6 +89,9 @@ class GraspPlannerNode(StageNode):
               min=0.0, max=0.1),
         Param('n_angles', 24, 'Closing directions sampled over 180 degrees', min=2, max=180),
         Param('candidate_markers', 10, 'Candidates shown in RViz', min=0, max=100),
+        Param('alternatives', GRASP_ALTERNATIVES,
+              'Next-best grasps published on /edge_loop/grasp_alternatives (0: an empty polygon)',
+              min=0, max=50),
         Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
               max=60.0),
     )
@@ -102,6 +113,8 @@ class GraspPlannerNode(StageNode):
         self._frame_id = p['world_frame']
         self._pubs = {
             'grasp': self.create_lifecycle_publisher(PolygonStamped, topics.GRASP, 10),
+            'alternatives': self.create_lifecycle_publisher(PolygonStamped,
+                                                            topics.GRASP_ALTERNATIVES, 10),
             'markers': self.create_lifecycle_publisher(MarkerArray, topics.MARKERS, 10),
         }
         self._health = StageHealth(self, 'grasp_planner')
@@ -140,6 +153,9 @@ class GraspPlannerNode(StageNode):
             return
         self.debug_delay()
         header = Header(stamp=frame.stamp, frame_id=self._frame_id)
+        # the alternatives first: the controller steps on the grasp and looks them up then
+        self._pubs['alternatives'].publish(
+            grasps_polygon(grasps[1:1 + self.params['alternatives']], header))
         self._pubs['grasp'].publish(grasp_polygon(grasps[0] if grasps else None, header))
         self._pubs['markers'].publish(candidate_markers(grasps, header,
                                                         self.params['candidate_markers']))

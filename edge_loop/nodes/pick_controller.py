@@ -4,12 +4,14 @@
 
 See docs/pick_controller.md for the commands and phases.
 Inputs: ``/edge_loop/grasp`` (PolygonStamped: the jaw rectangle; one per camera frame, it is
-the loop's clock; an empty polygon = nothing found), ``/edge_loop/object`` and
-``/edge_loop/objects`` (kept for the markers), ``/edge_loop/occupancy`` (OccupancyGrid),
-``/edge_loop/grasp_state`` (DiagnosticArray, status ``grasp_state``), ``/arm/tcp_pose``
-(PoseStamped, world); the last two at the gripper's rate, so their newest message is sampled
-when a grasp message arrives (:mod:`edge_loop.nodes.sampled_inputs`). On every grasp message
-it runs
+the loop's clock; an empty polygon = nothing found), ``/edge_loop/grasp_alternatives``
+(PolygonStamped, 4 points per rectangle: the planner's next-best grasps of the same frame,
+matched by stamp, tried in order when the occupancy check refuses the best),
+``/edge_loop/object`` and ``/edge_loop/objects`` (kept for the markers),
+``/edge_loop/occupancy`` (OccupancyGrid), ``/edge_loop/grasp_state`` (DiagnosticArray, status
+``grasp_state``), ``/arm/tcp_pose`` (PoseStamped, world); the last two at the gripper's rate,
+so their newest message is sampled when a grasp message arrives
+(:mod:`edge_loop.nodes.sampled_inputs`). On every grasp message it runs
 :meth:`edge_loop.kernels.policy.PickPolicy.step` with ``now`` = that message's stamp and
 publishes, stamped with it: ``/edge_loop/cmd/arm`` (TwistStamped, frame ``world_frame``: TCP
 linear velocity m/s, angular.z yaw rate rad/s; all zero = hold still), ``/edge_loop/cmd/gripper``
@@ -148,7 +150,12 @@ class PickControllerNode(StageNode):
             'markers': self.create_lifecycle_publisher(MarkerArray, topics.MARKERS, 10),
             'diag': self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10),
         }
+        self._alternatives: tuple[Any, list] = (None, [])   # (header stamp, grasps)
         self._subs = [
+            # before the grasp subscription: when both are ready, the executor takes the
+            # alternatives first (the planner publishes them first too)
+            self.create_subscription(PolygonStamped, topics.GRASP_ALTERNATIVES,
+                                     self._on_alternatives, 10),
             self.create_subscription(PolygonStamped, topics.GRASP, self._on_grasp, 10),
             self.create_subscription(PoseStamped, topics.OBJECT, self._on_object, 10),
             self.create_subscription(PoseArray, topics.OBJECTS, lambda m: None, 10),
@@ -282,11 +289,18 @@ class PickControllerNode(StageNode):
 
     def _grasp_from(self, msg: PolygonStamped):
         """PlanarGrasp in world from the jaw rectangle, None for 'nothing found'."""
+        if len(msg.polygon.points) not in (0, 4):
+            raise ValueError(f'jaw rectangle needs 4 points, got {len(msg.polygon.points)}')
+        grasps = self._grasps_from(msg)
+        return grasps[0] if grasps else None
+
+    def _grasps_from(self, msg: PolygonStamped) -> list:
+        """PlanarGrasps in world from jaw rectangles of 4 points each."""
         pts = msg.polygon.points
-        if len(pts) == 0:
-            return None
-        if len(pts) != 4:
-            raise ValueError(f'jaw rectangle needs 4 points, got {len(pts)}')
+        if len(pts) % 4:
+            raise ValueError(f'jaw rectangles need 4 points each, got {len(pts)}')
+        if not pts:
+            return []
         corners = np.array([[p.x, p.y, p.z] for p in pts], dtype=np.float64)
         if not np.all(np.isfinite(corners)):
             raise ValueError('non-finite corner')
@@ -295,7 +309,16 @@ class PickControllerNode(StageNode):
             if frame != 'camera_color_optical_frame':
                 raise ValueError(f'unknown frame {frame!r}')
             corners = camera_to_world(corners, self._ext).astype(np.float64)
-        return grasp_from_rectangle(corners)
+        return [grasp_from_rectangle(corners[i:i + 4]) for i in range(0, len(corners), 4)]
+
+    def _on_alternatives(self, msg: PolygonStamped) -> None:
+        try:
+            grasps = self._grasps_from(msg)
+        except ValueError as exc:
+            self._warn('grasp_alternatives', str(exc), msg.header.stamp)
+            grasps = []
+        with self._lock:
+            self._alternatives = (msg.header.stamp, grasps)
 
     def _on_grasp(self, msg: PolygonStamped) -> None:
         policy = self._policy
@@ -311,6 +334,9 @@ class PickControllerNode(StageNode):
         with self._lock:
             self._inputs.grasp = grasp
             self._inputs.grasp_stamp = now if grasp is not None else None
+            stamp, alternatives = self._alternatives
+            self._inputs.grasp_alternatives = (alternatives if stamp == msg.header.stamp
+                                               and grasp is not None else [])
             out = policy.step(now, self._inputs)
         self.debug_delay()
         self._publish(out, msg.header.stamp)

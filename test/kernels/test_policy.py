@@ -224,6 +224,43 @@ def test_a_grasp_whose_fingers_land_on_another_object_is_refused():
     assert out.twist == (0.0, 0.0, 0.0, 0.0)
 
 
+def _observe_once(policy, robot, grid, grasp, alternatives):
+    """Step at home until the policy decides on the frame (accepts or refuses it)."""
+    for _ in range(40):
+        inp = _inputs(robot, grasp, grid)
+        inp.grasp_alternatives = alternatives
+        out = policy.step(robot.t, inp)
+        robot.apply(out)
+        if out.phase != 'observe' or policy.attempts:
+            return out
+    raise AssertionError(policy.last_reason)
+
+
+def test_a_refused_grasp_falls_back_to_the_first_clear_alternative_of_the_frame():
+    obstacle = (0.03, -0.02, 0.05, 0.02)             # where the +x finger of yaw 0 goes
+    grid = _grid(TARGET, obstacle)
+    blocked = PlanarGrasp(center=[0, 0, 0.02], yaw=0.0, opening=0.05, quality=0.9)
+    also_blocked = PlanarGrasp(center=[0, 0, 0.02], yaw=0.1, opening=0.05, quality=0.8)
+    nan = PlanarGrasp(center=[np.nan, 0, 0.02], yaw=math.pi / 2, opening=0.05, quality=0.8)
+    clear = PlanarGrasp(center=[0, 0, 0.02], yaw=math.pi / 2, opening=0.05, quality=0.7)
+    clear_too = PlanarGrasp(center=[0, 0.001, 0.02], yaw=math.pi / 2, opening=0.05)
+    policy, robot = PickPolicy(), FakeRobot()
+    out = _observe_once(policy, robot, grid, blocked, [also_blocked, nan, clear, clear_too])
+    assert out.phase == 'approach' and policy.attempts == 0
+    assert policy.plan.yaw == clear.yaw and policy.plan.center[1] == 0.0
+    assert out.reason.startswith('alternative grasp 3 accepted (best refused: finger footprint')
+    # none clear: one refused attempt, the best grasp's reason, no motion
+    policy, robot = PickPolicy(), FakeRobot()
+    out = _observe_once(policy, robot, grid, blocked, [also_blocked])
+    assert out.phase == 'observe' and policy.attempts == 1 and policy.plan is None
+    assert out.twist == (0.0, 0.0, 0.0, 0.0)
+    assert policy.last_reason.startswith('grasp refused: finger footprint')
+    # an alternative below min_grasp_quality is not taken
+    policy, robot = PickPolicy(PolicyParams(min_grasp_quality=0.75)), FakeRobot()
+    out = _observe_once(policy, robot, grid, blocked, [clear])
+    assert out.phase == 'observe' and policy.attempts == 1
+
+
 def test_no_grasp_is_accepted_from_a_frame_taken_before_the_arm_was_home():
     p = PolicyParams()
     policy, robot = PickPolicy(p), FakeRobot(p)

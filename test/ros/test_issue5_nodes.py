@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -213,6 +214,7 @@ class World:
         node = harness.node
         self.h = harness
         self.grasp = node.create_publisher(PolygonStamped, topics.GRASP, 10)
+        self.alternatives = node.create_publisher(PolygonStamped, topics.GRASP_ALTERNATIVES, 10)
         self.tcp = node.create_publisher(PoseStamped, topics.TCP_POSE, 10)
         self.touch = node.create_publisher(DiagnosticArray, topics.GRASP_STATE, 10)
         self.grid = node.create_publisher(OccupancyGrid, topics.OCCUPANCY, 10)
@@ -236,6 +238,14 @@ class World:
         msg.info.origin.orientation.w = 1.0
         msg.data = grid.reshape(-1).tolist()
         self.grid.publish(msg)
+
+    def send_alternatives(self, grasps, stamp_ns=None):
+        """The next-best rectangles, stamped like the next grasp unless ``stamp_ns``."""
+        msg = PolygonStamped(header=Header(frame_id='world',
+                                           stamp=_stamp(stamp_ns or self.t_ns)))
+        msg.polygon.points = [Point32(x=float(p[0]), y=float(p[1]), z=float(p[2]))
+                              for g in grasps for p in grasp_rectangle(g)]
+        self.alternatives.publish(msg)
 
     def send_grasp(self, grasp, points=None):
         msg = PolygonStamped(header=Header(frame_id='world', stamp=_stamp(self.t_ns)))
@@ -288,7 +298,8 @@ def test_pick_controller_commands_safely_with_frame_stamps(harness, node_procs):
     diags = harness.collect(DiagnosticArray, topics.DIAGNOSTICS)
     world = World(harness)
     _bring_up(harness, 'pick_controller')
-    for topic in (topics.GRASP, topics.TCP_POSE, topics.GRASP_STATE, topics.OCCUPANCY):
+    for topic in (topics.GRASP, topics.TCP_POSE, topics.GRASP_STATE, topics.OCCUPANCY,
+                  topics.GRASP_ALTERNATIVES):
         harness.wait_for_subscribers(topic)
     target = (-0.015, -0.015, 0.015, 0.015)
     obstacle = (0.03, -0.02, 0.05, 0.02)
@@ -343,3 +354,22 @@ def test_pick_controller_commands_safely_with_frame_stamps(harness, node_procs):
     harness.wait_until(lambda: any(mk.text.startswith('observe') for m in list(markers)[n:]
                                    for mk in m.markers if mk.ns == 'pick_controller'), 10.0,
                        'observe after ~/reset')
+    # 6. the blocked grasp again, with the clear one as its frame's alternative: accepted;
+    #    alternatives stamped for another frame (the first 8 frames here) are not used
+    done = threading.Event()
+    future = client.call_async(Trigger.Request())
+    future.add_done_callback(lambda _f: done.set())
+    assert done.wait(10.0) and future.result().success
+    for i in range(20):
+        world.inputs(grid)
+        world.send_alternatives([clear], None if i >= 8 else world.t_ns - 66_666_667)
+        time.sleep(0.1)    # delivered before the grasp that steps the policy
+        a, _ = _reply(harness, arm, gripper, world.send_grasp(blocked))
+        if a.twist.linear.y < -0.01:
+            break
+        assert a.twist.linear.y == 0.0
+    assert a.twist.linear.y < -0.01 and i >= 8, f"frame {i}: the frame's alternative not taken"
+    harness.wait_until(lambda: any(mk.text.startswith('approach') and 'alternative' in mk.text
+                                   for m in list(markers) for mk in m.markers
+                                   if mk.ns == 'pick_controller'), 10.0,
+                       'the alternative named on the phase marker')

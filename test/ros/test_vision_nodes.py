@@ -119,6 +119,7 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
     objects = harness.collect(PoseArray, topics.OBJECTS)
     target = harness.collect(PoseStamped, topics.OBJECT)
     grasp = harness.collect(PolygonStamped, topics.GRASP)
+    alternatives = harness.collect(PolygonStamped, topics.GRASP_ALTERNATIVES)
     markers = harness.collect(MarkerArray, topics.MARKERS)
     cam = Camera(harness)
     _bring_up(harness, 'object_locator')
@@ -160,6 +161,14 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
     normal = np.cross(corners[1] - corners[0], corners[2] - corners[1])
     assert normal[2] > 0  # counter-clockwise seen from above
     assert 0.02 < centre[2] < 0.05
+    # The next-best rectangles of the same frame (default 5), the best not among them.
+    harness.wait_until(lambda: any(_ns(m.header.stamp) == stamp for m in list(alternatives)),
+                       10.0, 'alternatives for the frame')
+    alt = next(m for m in list(alternatives) if _ns(m.header.stamp) == stamp)
+    rects = np.array([[p.x, p.y, p.z] for p in alt.polygon.points]).reshape(-1, 4, 3)
+    assert 1 <= len(rects) <= 5 and alt.header.frame_id == 'world'
+    assert not any(np.allclose(r, corners) for r in rects)
+    assert all(np.linalg.norm(r.mean(axis=0)[:2] - [0.07, -0.04]) < 0.02 for r in rects)
     harness.wait_until(lambda: {mk.ns for m in list(markers) for mk in m.markers}
                        >= {'objects', 'grasp_candidates'}, 10.0, 'both marker namespaces')
     # Nothing in the tray: an empty PoseArray and an empty polygon, no /edge_loop/object.
@@ -171,6 +180,8 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
                        'grasp answer for the empty frame')
     eg = next(m for m in list(grasp) if _ns(m.header.stamp) == estamp)
     assert list(eg.polygon.points) == [] and eg.header.frame_id == 'world'
+    harness.wait_until(lambda: any(_ns(m.header.stamp) == estamp and not m.polygon.points
+                                   for m in list(alternatives)), 10.0, 'no alternatives')
     # (A count of /edge_loop/object would race with answers to earlier frames still in flight.)
     assert not any(_ns(m.header.stamp) == estamp for m in list(target))
 
