@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import Point32, PolygonStamped, PoseStamped, TwistStamped
+from geometry_msgs.msg import Point32, Polygon, PolygonStamped, PoseStamped, TwistStamped
 from nav_msgs.msg import OccupancyGrid
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
@@ -340,6 +340,17 @@ def test_pick_controller_commands_safely_with_frame_stamps(harness, node_procs):
     harness.wait_until(lambda: any(s.level == DiagnosticStatus.WARN
                                    and s.name.startswith('pick_controller')
                                    for d in list(diags) for s in d.status), 10.0, 'a WARN')
+    #    alternatives of 5 points: a WARN of their own; the frame's grasp is still answered
+    world.inputs(grid, tcp=(0.0, 0.2, 0.25))
+    world.alternatives.publish(PolygonStamped(
+        header=Header(frame_id='world', stamp=_stamp(world.t_ns)),
+        polygon=Polygon(points=[Point32() for _ in range(5)])))
+    time.sleep(0.1)
+    _reply(harness, arm, gripper, world.send_grasp(clear))
+    harness.wait_until(lambda: any(s.level == DiagnosticStatus.WARN
+                                   and s.message.startswith('grasp_alternatives ignored')
+                                   for d in list(diags) for s in d.status), 10.0,
+                       'a WARN for the alternatives')
     # 5. ~/reset (the demo calls it for every new scene): back to observe with no plan
     last = [mk.text for m in list(markers) for mk in m.markers if mk.ns == 'pick_controller']
     assert not last[-1].startswith('observe'), last[-1]      # the accepted grasp's phase
