@@ -28,9 +28,9 @@ import numpy as np
 
 from edge_loop.kernels.camera import D435_VGA
 from edge_loop.kernels.grasp_state import GraspStateEstimator
+from edge_loop.kernels.grasp_types import GRASP_ALTERNATIVES
 from edge_loop.kernels.occupancy import OCC_OCCUPIED, GridSpec, OccupancyMapper
 from edge_loop.kernels.policy import (
-    GRASP_ALTERNATIVES,
     PickPolicy,
     PolicyInputs,
     PolicyParams,

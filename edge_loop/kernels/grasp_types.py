@@ -17,6 +17,9 @@ import numpy as np
 
 DEFAULT_FINGER_WIDTH = 0.02
 MAX_OPENING = 0.085
+# How many next-best grasps of a frame the planner hands on to the controller (the
+# grasp_planner node's `alternatives` default; the kernel-level episodes use the same).
+GRASP_ALTERNATIVES = 5
 
 
 @dataclass

@@ -114,9 +114,6 @@ class PolicyOutput:
 
 
 ZERO = (0.0, 0.0, 0.0, 0.0)
-# How many next-best grasps of a frame the planner hands on (the grasp_planner node's
-# `alternatives` default; the kernel-level episodes use the same).
-GRASP_ALTERNATIVES = 5
 
 
 def _valid(g: PlanarGrasp) -> bool:

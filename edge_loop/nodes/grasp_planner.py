@@ -30,9 +30,8 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from edge_loop import topics
 from edge_loop.kernels.grasp_planner import GraspParams, plan_grasp
-from edge_loop.kernels.grasp_types import PlanarGrasp, grasp_rectangle
+from edge_loop.kernels.grasp_types import GRASP_ALTERNATIVES, PlanarGrasp, grasp_rectangle
 from edge_loop.kernels.object_locator import locate_objects
-from edge_loop.kernels.policy import GRASP_ALTERNATIVES
 from edge_loop.nodes.object_locator import (
     VISION_PARAMS,
     BadFrameError,

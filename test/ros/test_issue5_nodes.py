@@ -345,7 +345,6 @@ def test_pick_controller_commands_safely_with_frame_stamps(harness, node_procs):
     world.alternatives.publish(PolygonStamped(
         header=Header(frame_id='world', stamp=_stamp(world.t_ns)),
         polygon=Polygon(points=[Point32() for _ in range(5)])))
-    time.sleep(0.1)
     _reply(harness, arm, gripper, world.send_grasp(clear))
     harness.wait_until(lambda: any(s.level == DiagnosticStatus.WARN
                                    and s.message.startswith('grasp_alternatives ignored')
