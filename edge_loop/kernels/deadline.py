@@ -13,11 +13,14 @@ tests drive it with made-up times.
 - :class:`StallWatch`: an input that must keep arriving (camera, gripper joint states).
 - :func:`next_frame_check_ns`: when to look for a frame whose command has not come.
 - :class:`BatchRate`: an input's sample period over batches of samples.
+- :class:`StampOrder`: frame outcomes released in camera-stamp order.
 - :class:`Health`: OK / WARN / ERROR from consecutive misses and healthy periods.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from enum import Enum
@@ -225,6 +228,10 @@ class FrameTracker:
         """Number of frames waiting for their command."""
         return len(self._open)
 
+    def oldest_open_stamp(self) -> int | None:
+        """Stamp of the oldest frame still waiting for its command, or None."""
+        return min(self._open, default=None)
+
 
 def next_frame_check_ns(last_stamp_ns: int, period_ns: int, interval_ns: int | None,
                         budget_ns: int) -> int:
@@ -332,6 +339,42 @@ class StallWatch:
         self.stall_count += 1
         self.stalls += 1
         return True
+
+
+class StampOrder:
+    """Frame outcomes (on time, missed) released in camera-stamp order.
+
+    With a budget longer than the control period, frame k + 1's command can be on time before
+    frame k's deadline has passed. Counted as they happen, that on-time frame would end a run
+    of missed frames k - 1, k, ... in the middle, so N missed frames in a row would not be N
+    consecutive misses, and whether they were would depend on how late the deadline thread
+    woke (it takes a batch of messages in receive order, then declares what fell due). An
+    outcome is held here until no older frame is still open: misses then count per frame, in
+    frame order, whatever the budget and the wake-up delay.
+    """
+
+    def __init__(self) -> None:
+        self._held: list[tuple[int, int, object]] = []   # heap of (stamp, seq, outcome)
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def add(self, stamp_ns: int, outcome: object) -> None:
+        """Hold ``outcome`` of frame ``stamp_ns`` until :meth:`release` lets it go."""
+        heapq.heappush(self._held, (stamp_ns, next(self._seq), outcome))
+
+    def release(self, oldest_open_ns: int | None) -> list[tuple[int, object]]:
+        """Outcomes of frames older than every open frame (all of them if none is open)."""
+        out = []
+        while self._held and (oldest_open_ns is None or self._held[0][0] < oldest_open_ns):
+            stamp, _, outcome = heapq.heappop(self._held)
+            out.append((stamp, outcome))
+        return out
+
+    def clear(self) -> None:
+        """Forget what is held (time jumped back, monitor re-activated)."""
+        self._held.clear()
 
 
 class Level(Enum):

@@ -69,6 +69,7 @@ from edge_loop.kernels.deadline import (
     LatencyWindow,
     Level,
     StallWatch,
+    StampOrder,
     frame_report,
     header_stamp_ns,
     next_frame_check_ns,
@@ -434,6 +435,7 @@ class DeadlineMonitor(StageNode):
             self._tracker = FrameTracker(self._budget_ns)
             self._camera_interval_ns: int | None = None
             self._health = Health(p['misses_to_deactivate'], p['healthy_periods_to_ok'])
+            self._in_order = StampOrder()   # frame outcomes into _health in frame order
             self._camera_watch = StallWatch(p['stall_periods'], period_ns=self._period_ns)
             self._gripper_watch = StallWatch(
                 p['stall_periods'], min_timeout_ns=int(p['gripper_stall_min_ms'] * NS_PER_MS),
@@ -785,6 +787,8 @@ class DeadlineMonitor(StageNode):
     def _on_camera(self, stamp: int, now: int) -> None:
         self._camera_watch.seen(now)
         last = self._tracker.last_stamp_ns
+        if last is not None and stamp < last:
+            self._in_order.clear()   # time jumped back: the tracker forgets its frames too
         if last is not None and 0 < stamp - last < 2 * self._period_ns:
             self._camera_interval_ns = stamp - last
         frame = self._tracker.open(stamp)
@@ -839,7 +843,23 @@ class DeadlineMonitor(StageNode):
             stats.latency.add(own)
             if own > stats.budget_ns:
                 stats.over_budget += 1
-        self._healthy()
+        self._frame_outcome(stamp, None)
+
+    def _frame_outcome(self, stamp: int, miss: str | None) -> None:
+        """Count frame ``stamp`` as healthy (``miss`` None) or missed, in frame order.
+
+        The safe stop of a miss is out already; only the consecutive count waits until every
+        older frame has its outcome (see :class:`StampOrder`).
+        """
+        self._in_order.add(stamp, miss)
+        self._release_outcomes()
+
+    def _release_outcomes(self) -> None:
+        for _, miss in self._in_order.release(self._tracker.oldest_open_stamp()):
+            if miss is None:
+                self._healthy()
+            else:
+                self._count_miss(miss)
 
     def _healthy(self) -> None:
         if self._health.ok():
@@ -859,10 +879,11 @@ class DeadlineMonitor(StageNode):
                 self._unarmed_expired += 1
                 self._on_time_streak = 0   # the warm-up streak must be consecutive
             elif not self._controller_enabled and self._pipeline_ok(frame):
-                self._healthy()
+                self._frame_outcome(frame.stamp_ns, None)
             else:
                 self._miss(frame.stamp_ns, 'deadline_miss', frame.deadline_ns, now,
                            self._frame_detail(frame))
+        self._release_outcomes()   # held behind frames that expired unenforced
         if not enforcing:
             return
         due = self._camera_watch.next_check_ns()
@@ -903,10 +924,16 @@ class DeadlineMonitor(StageNode):
             self._missed[stamp] = (time.time_ns(), self._tick_source)   # for _report_late
             while len(self._missed) > 32:
                 self._missed.pop(next(iter(self._missed)))
+        what = f'{reason}: frame {stamp / NS_PER_S:.3f} ({detail + "; " if detail else ""}'
+        if reason == 'deadline_miss':
+            self._frame_outcome(stamp, what)
+        else:
+            self._count_miss(what)   # a stall has no frame: counted when declared
+
+    def _count_miss(self, what: str) -> None:
         to_error = self._health.miss()
         self.get_logger().warn(
-            f'{reason}: frame {stamp / NS_PER_S:.3f} ({detail + "; " if detail else ""}'
-            f'consecutive misses {self._health.consecutive}); safe stop published',
+            f'{what}consecutive misses {self._health.consecutive}); safe stop published',
             throttle_duration_sec=1.0)
         if to_error and self._controller_enabled:
             self._controller_enabled = False

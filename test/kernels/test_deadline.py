@@ -21,6 +21,7 @@ from edge_loop.kernels.deadline import (
     LatencyWindow,
     Level,
     StallWatch,
+    StampOrder,
     frame_report,
     header_stamp_ns,
     next_frame_check_ns,
@@ -182,6 +183,80 @@ def test_health_state_machine():
     assert health.ok()
     assert health.level is Level.OK
     assert health.misses == 6 and health.consecutive == 0
+
+
+def _judge(events, in_order: bool, budget=200 * MS):
+    """Feed (kind, stamp, time) events the way the monitor node does; return the Health.
+
+    'cam' opens a frame, 'cmd' is its command, 'wake' declares every miss due by then.
+    """
+    tracker, health, held = FrameTracker(budget), Health(3, 15), StampOrder()
+
+    def outcome(stamp, ok):
+        if not in_order:
+            health.ok() if ok else health.miss()
+            return
+        held.add(stamp, ok)
+        for _, released in held.release(tracker.oldest_open_stamp()):
+            health.ok() if released else health.miss()
+
+    for kind, stamp, now in events:
+        if kind == 'cam':
+            tracker.open(stamp)
+        elif kind == 'cmd':
+            result, _ = tracker.command(stamp, now)
+            if result is CommandResult.ON_TIME:
+                outcome(stamp, True)
+        else:
+            for frame in tracker.expire(now):
+                outcome(frame.stamp_ns, False)
+            for _, released in held.release(tracker.oldest_open_stamp()):
+                health.ok() if released else health.miss()
+    return health
+
+
+def _burst(burst: int, late_wake: bool):
+    """Events at 10 Hz, 200 ms budget: ``burst`` frames from frame 3 get no command.
+
+    The others get one 10 ms after their stamp; the thread wakes 2 ms after each frame (where
+    misses fall due).
+    """
+    P = 100 * MS
+    events = []
+    for k in range(12):
+        events.append(('cam', k * P, k * P + MS))
+        if not 3 <= k < 3 + burst:
+            events.append(('cmd', k * P, k * P + 10 * MS))
+        events.append(('wake', None, k * P + 2 * MS))
+    if late_wake:   # the thread slept through 0.702 s, then took the batch (cmd 7) first
+        events = [e for e in events if e[2] != 702 * MS] + [('wake', None, 720 * MS)]
+    return sorted(events, key=lambda e: e[2])
+
+
+@pytest.mark.parametrize('late_wake', [False, True])
+@pytest.mark.parametrize('burst', [3, 4])
+def test_missed_frames_in_a_row_are_consecutive_misses_whenever_the_thread_wakes(burst,
+                                                                                late_wake):
+    # A budget of two periods: frame k + 3's command is on time before frame k + 2's
+    # deadline. Counted as events happen, it split a burst of 3 into 2 + 1 misses, and one
+    # of 4 too when the thread woke 18 ms late and took the next command before the miss due.
+    health = _judge(_burst(burst, late_wake), in_order=True)
+    assert health.misses == burst and health.level is Level.ERROR
+    old = _judge(_burst(burst, late_wake), in_order=False)
+    assert old.level is (Level.ERROR if burst == 4 and not late_wake else Level.WARN)
+
+
+def test_stamp_order_holds_an_outcome_until_older_frames_are_settled():
+    held = StampOrder()
+    held.add(300, 'b')
+    held.add(100, 'a')
+    assert held.release(100) == [] and len(held) == 2      # frame 100 still open
+    assert held.release(200) == [(100, 'a')]
+    held.add(200, 'c')
+    assert held.release(None) == [(200, 'c'), (300, 'b')]  # nothing open: all, oldest first
+    held.add(400, 'd')
+    held.clear()
+    assert held.release(None) == []
 
 
 def test_health_rejects_bad_limits():

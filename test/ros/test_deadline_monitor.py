@@ -206,7 +206,10 @@ def test_consecutive_misses_deactivate_controller_until_reactivate(harness, rig)
     # The burst comes after the monitor's 3 s start-up grace (30 frames at 10 Hz), so it is
     # enforced even when a slow start left fewer than arm_after_on_time on-time frames in a
     # row (a Kilted CI run: frames 12-15 came before the monitor armed; nothing deactivated).
-    rig.fake.plan = _plan({i: ('missing', FramePlan(None)) for i in range(40, 44)})
+    # Three missing frames, misses_to_deactivate: with a budget of two periods frame 43's
+    # command is on time before frame 42's deadline, and only counting outcomes in frame
+    # order makes the three misses consecutive (counted as they happened, it broke the run).
+    rig.fake.plan = _plan({i: ('missing', FramePlan(None)) for i in range(40, 43)})
     rig.fake.start()
     rig.controller.wait_for_state('inactive', 20.0)
     harness.wait_until(lambda: loop_status(rig.diags)[0] == b'\x02', 5.0, 'ERROR diagnostics')
@@ -237,14 +240,10 @@ def test_a_startup_backlog_is_not_enforced_until_the_loop_runs_on_time(harness, 
     # arm_after_on_time (here 5) in a row; then a burst of missing commands is enforced.
     rig.start_monitor(startup_grace_s=60.0, arm_after_on_time=5)
     _wait_matched(harness, rig.fake)
-    # (a 200 ms budget at 10 Hz: missing frame k is declared at k + 2, while the command of
-    # the first on-time frame after a burst of 4 comes 10 ms after frame k + 2's deadline; a
-    # monitor woken late takes that command first and its streak resets after 2 misses (a
-    # fresh-clone run, idle machine). A burst of 6 leaves three misses due a period earlier.)
     # The burst starts once the monitor reports that it enforces, not at a fixed frame: on a
     # loaded CI machine the fake loop's jitter can break the on-time streak for seconds.
     burst_start = []
-    burst_len = 6
+    burst_len = 3   # misses_to_deactivate (misses count in frame order: see StampOrder)
     faults = {i: ('missing', FramePlan(None)) for i in (1, 2, 3, 4)}
     rig.fake.plan = lambda i: (('missing', FramePlan(None)) if burst_start and
                                burst_start[0] <= i < burst_start[0] + burst_len else
