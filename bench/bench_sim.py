@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import math
 import tempfile
 import time
 from pathlib import Path
@@ -27,19 +26,9 @@ from edge_loop.sim.grasp_trial import execute_grasp
 from edge_loop.sim.lighting import CONDITION_NAMES
 from edge_loop.sim.record import record
 from edge_loop.sim.world import SimWorld
+from edge_loop.stats import wilson_interval
 
 SEED_BASE = 100_000   # scene seeds of the baseline trials (objects from the held-out split)
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -144,7 +133,7 @@ def main() -> None:
     print('|---|---|---|---|---|')
     for n_obj, per_n in baselines.items():
         for name, b in per_n.items():
-            lo, hi = wilson(b['ok'], b['n'])
+            lo, hi = wilson_interval(b['ok'], b['n'])
             fails = ', '.join(f'{k} {v}' for k, v in b['reasons'].most_common() if k != 'held')
             print(f"| {n_obj} object(s) | {name} | {b['ok']}/{b['n']} = "
                   f"{b['ok'] / b['n']:.1%} | [{lo:.1%}, {hi:.1%}] | {fails} |")

@@ -8,8 +8,10 @@
    median / p95 against the simulator's visible-surface centroid.
 2. Latency on one core (OpenCV single-threaded): reference vs deployed p50 / p99, 640x480.
 3. Grasp trials in pybullet on held-out objects: the planner's best grasp vs the ground-truth-
-   mask heuristic (``edge_loop.sim.baselines.mask_centroid_grasp``), success with a 95% Wilson
-   interval and the failure reasons.
+   mask heuristic (``edge_loop.sim.baselines.mask_centroid_grasp``) on the same scenes,
+   success with a 95% Wilson interval and the failure reasons, and the paired difference
+   (95% Newcombe interval, exact McNemar test): a difference that the two methods' own
+   intervals leave open can still be clear on paired trials.
 
    With ``--model on`` (default when ``edge_loop/models/segnet.onnx`` exists) sections 1 and 2
    also run the locator fused with segnet (``locate_objects_fused``) side by side.
@@ -19,14 +21,14 @@
    :func:`sensed_centroids`).
 
     python bench/bench_vision.py [--scenes 25] [--trials 300] [--json reports/vision.json]
-        [--model on|off] [--split heldout|train] [--seed N]
+        [--model on|off] [--split heldout|train] [--seed N] [--workers N]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
+import os
 import sys
 import time
 from collections import Counter
@@ -48,19 +50,9 @@ from edge_loop.sim.baselines import mask_centroid_grasp
 from edge_loop.sim.grasp_trial import run_grasp_trial
 from edge_loop.sim.lighting import CONDITION_NAMES
 from edge_loop.sim.world import SimWorld
+from edge_loop.stats import paired_difference, wilson_interval
 
 MATCH_RADIUS = 0.03   # a detection within 3 cm (x, y) of a visible object's centroid matches it
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a binomial proportion."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def match(objects, truth):
@@ -243,39 +235,60 @@ def bench_latency(frames, repeats: int, model=None) -> dict:
     return rows
 
 
-def bench_grasps(n_trials: int, seed0: int, n_objects: int) -> dict:
-    """Section 3."""
-    results = {'planner': [], 'gt_mask_baseline': []}
-    reasons = {k: Counter() for k in results}
-    for seed in range(seed0, seed0 + n_trials):
-        with SimWorld(seed, n_objects=n_objects, split='heldout') as world:
-            frame = world.render()
-            objects = locate_objects(frame.color, frame.depth_mm, frame.intrinsics,
-                                     world.extrinsics)
-            grasps = plan_grasp(frame.depth_mm, frame.intrinsics, world.extrinsics,
-                                objects=objects)
-            baseline = mask_centroid_grasp(world, frame)
-        for name, grasp in (('planner', grasps[0] if grasps else None),
-                            ('gt_mask_baseline', baseline)):
-            if grasp is None:
-                results[name].append(False)
-                reasons[name]['no grasp'] += 1
-                continue
-            r = run_grasp_trial(seed, grasp, split='heldout', n_objects=n_objects)
-            results[name].append(bool(r.success))
-            reasons[name][r.reason] += 1
-    print(f'\n## Grasp trials in physics: {n_trials} held-out scenes, {n_objects} object(s) '
-          'each (lift 15 cm + shake)\n')
+def _grasp_pair(seed: int, n_objects: int) -> dict:
+    """One held-out scene: the planner's grasp and the GT-mask heuristic's, each in physics."""
+    with SimWorld(seed, n_objects=n_objects, split='heldout') as world:
+        frame = world.render()
+        objects = locate_objects(frame.color, frame.depth_mm, frame.intrinsics,
+                                 world.extrinsics)
+        grasps = plan_grasp(frame.depth_mm, frame.intrinsics, world.extrinsics,
+                            objects=objects)
+        baseline = mask_centroid_grasp(world, frame)
+    out = {}
+    for name, grasp in (('planner', grasps[0] if grasps else None),
+                        ('gt_mask_baseline', baseline)):
+        if grasp is None:
+            out[name] = (False, 'no grasp')
+            continue
+        r = run_grasp_trial(seed, grasp, split='heldout', n_objects=n_objects)
+        out[name] = (bool(r.success), r.reason)
+    return out
+
+
+def bench_grasps(n_trials: int, seed0: int, n_objects: int, workers: int = 1) -> dict:
+    """Section 3: both methods on the same scenes, so their difference is judged paired."""
+    import multiprocessing
+
+    seeds = list(range(seed0, seed0 + n_trials))
+    if workers > 1:
+        # each trial is its own pybullet world: scenes run in parallel, results in seed order
+        with multiprocessing.get_context('spawn').Pool(workers) as pool:
+            pairs = pool.starmap(_grasp_pair, [(s, n_objects) for s in seeds], chunksize=4)
+    else:
+        pairs = [_grasp_pair(s, n_objects) for s in seeds]
+    print(f'\n## Grasp trials in physics: {n_trials} held-out scenes (seeds {seed0}-'
+          f'{seed0 + n_trials - 1}), {n_objects} object(s) each (lift 15 cm + shake)\n')
     print('| method | success | 95% Wilson interval | outcomes |')
     print('|---|---|---|---|')
     out = {}
-    for name, res in results.items():
+    for name in ('planner', 'gt_mask_baseline'):
+        res = [p[name][0] for p in pairs]
+        reasons = Counter(p[name][1] for p in pairs)
         k, n = int(sum(res)), len(res)
-        lo, hi = wilson(k, n)
+        lo, hi = wilson_interval(k, n)
         out[name] = {'successes': k, 'trials': n, 'rate': k / max(n, 1), 'wilson95': [lo, hi],
-                     'outcomes': dict(reasons[name])}
+                     'outcomes': dict(reasons),
+                     'failed_seeds': [s for s, ok in zip(seeds, res) if not ok]}
         print(f'| {name} | {k}/{n} = {k / max(n, 1):.1%} | [{lo:.1%}, {hi:.1%}] | '
-              f'{", ".join(f"{r}: {c}" for r, c in reasons[name].most_common())} |')
+              f'{", ".join(f"{r}: {c}" for r, c in reasons.most_common())} |')
+    if pairs:
+        d = paired_difference([p['planner'][0] for p in pairs],
+                              [p['gt_mask_baseline'][0] for p in pairs])
+        out['paired'] = d
+        print(f'\nPaired (same scenes): planner - baseline = {d["difference"]:+.1%}, 95% '
+              f'interval [{d["low"]:+.1%}, {d["high"]:+.1%}] (Newcombe); held by the planner '
+              f'alone {d["only_a"]}, by the baseline alone {d["only_b"]}; exact McNemar '
+              f'p = {d["mcnemar_p"]:.2g}')
     return out
 
 
@@ -285,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--scenes', type=int, default=25, help='scenes per lighting condition')
     parser.add_argument('--trials', type=int, default=300, help='grasp trials per method')
     parser.add_argument('--objects', type=int, default=1, help='objects per grasp-trial scene')
+    parser.add_argument('--workers', type=int, default=os.cpu_count() or 1,
+                        help='grasp-trial scenes simulated in parallel (processes; the same '
+                             'results as one: each scene is its own seeded world)')
     parser.add_argument('--repeats', type=int, default=30, help='latency repeats per frame')
     parser.add_argument('--seed', type=int, default=100000, help='first held-out scene seed')
     parser.add_argument('--split', choices=['heldout', 'train'], default='heldout',
@@ -311,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     if 'latency' not in args.skip:
         report['latency'] = bench_latency(acc['frames'], args.repeats, model)
     if 'grasps' not in args.skip:
-        report['grasps'] = bench_grasps(args.trials, args.seed + 50000, args.objects)
+        report['grasps'] = bench_grasps(args.trials, args.seed + 50000, args.objects,
+                                        args.workers)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2))
