@@ -56,10 +56,13 @@ def prepare_inputs(color_rgb: np.ndarray | None, height: np.ndarray) -> np.ndarr
     """
     height = np.asarray(height, dtype=np.float32)
     valid = np.isfinite(height)
-    h_scaled = np.where(valid, np.clip(height / np.float32(HEIGHT_SCALE), *HEIGHT_CLIP), 0.0)
+    # in place on one new array: the same values as where(valid, clip(h / scale), 0)
+    h_scaled = height / np.float32(HEIGHT_SCALE)
+    np.clip(h_scaled, *HEIGHT_CLIP, out=h_scaled)
+    h_scaled[~valid] = 0.0
     size = (INPUT_W, INPUT_H)
     valid_lr = cv2.resize(valid.astype(np.float32), size, interpolation=cv2.INTER_AREA)
-    hsum_lr = cv2.resize(h_scaled.astype(np.float32), size, interpolation=cv2.INTER_AREA)
+    hsum_lr = cv2.resize(h_scaled, size, interpolation=cv2.INTER_AREA)
     with np.errstate(invalid='ignore', divide='ignore'):
         h_lr = np.where(valid_lr > 1e-6, hsum_lr / valid_lr, 0.0)
     out = np.empty((1, 5, INPUT_H, INPUT_W), np.float32)
