@@ -352,7 +352,7 @@ class StageNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
 
-def _context_shuts_down(within_s: float) -> bool:
+def context_shuts_down(within_s: float) -> bool:
     """Whether the default context is (or within ``within_s`` becomes) shut down."""
     deadline = time.monotonic() + within_s
     while rclpy.ok():
@@ -381,7 +381,7 @@ def run_node(node_cls: type[LifecycleNode], args: list[str] | None = None,
         # raises from the take (seen at 240 Hz). That is the shutdown asked for, not a crash.
         # rclpy's signal thread may mark the context shut down only just after the take
         # failed (seen under load: 'Unable to convert call argument'), so give it a moment.
-        if not _context_shuts_down(1.0):
+        if not context_shuts_down(1.0):
             raise
     finally:
         if node is not None:
