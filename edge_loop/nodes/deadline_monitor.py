@@ -845,7 +845,7 @@ class DeadlineMonitor(StageNode):
                 stats.over_budget += 1
         self._frame_outcome(stamp, None)
 
-    def _frame_outcome(self, stamp: int, miss: str | None) -> None:
+    def _frame_outcome(self, stamp: int, miss: tuple[str, str] | None) -> None:
         """Count frame ``stamp`` as healthy (``miss`` None) or missed, in frame order.
 
         The safe stop of a miss is out already; only the consecutive count waits until every
@@ -924,17 +924,19 @@ class DeadlineMonitor(StageNode):
             self._missed[stamp] = (time.time_ns(), self._tick_source)   # for _report_late
             while len(self._missed) > 32:
                 self._missed.pop(next(iter(self._missed)))
-        what = f'{reason}: frame {stamp / NS_PER_S:.3f} ({detail + "; " if detail else ""}'
+        what = (f'{reason}: frame {stamp / NS_PER_S:.3f}', detail)
         if reason == 'deadline_miss':
             self._frame_outcome(stamp, what)
         else:
             self._count_miss(what)   # a stall has no frame: counted when declared
 
-    def _count_miss(self, what: str) -> None:
+    def _count_miss(self, what: tuple[str, str]) -> None:
+        """Count a miss; ``what``: (reason and frame, detail) for the log line."""
         to_error = self._health.miss()
+        head, detail = what
         self.get_logger().warn(
-            f'{what}consecutive misses {self._health.consecutive}); safe stop published',
-            throttle_duration_sec=1.0)
+            f'{head} ({detail + "; " if detail else ""}consecutive misses '
+            f'{self._health.consecutive}); safe stop published', throttle_duration_sec=1.0)
         if to_error and self._controller_enabled:
             self._controller_enabled = False
             self._deactivation = 'requested'

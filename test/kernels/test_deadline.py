@@ -192,13 +192,16 @@ def _judge(events, in_order: bool, budget=200 * MS):
     """
     tracker, health, held = FrameTracker(budget), Health(3, 15), StampOrder()
 
+    def count(released):
+        for _, ok in released:
+            health.ok() if ok else health.miss()
+
     def outcome(stamp, ok):
         if not in_order:
-            health.ok() if ok else health.miss()
+            count([(stamp, ok)])
             return
         held.add(stamp, ok)
-        for _, released in held.release(tracker.oldest_open_stamp()):
-            health.ok() if released else health.miss()
+        count(held.release(tracker.oldest_open_stamp()))
 
     for kind, stamp, now in events:
         if kind == 'cam':
@@ -210,8 +213,7 @@ def _judge(events, in_order: bool, budget=200 * MS):
         else:
             for frame in tracker.expire(now):
                 outcome(frame.stamp_ns, False)
-            for _, released in held.release(tracker.oldest_open_stamp()):
-                health.ok() if released else health.miss()
+            count(held.release(tracker.oldest_open_stamp()))
     return health
 
 
