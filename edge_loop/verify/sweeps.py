@@ -4,9 +4,10 @@
 
 The sweep covers what a reviewer skips: frame sizes from 320x240 to 1920x1080 and an odd
 641x479, ``16UC1`` (uint16 mm) and ``32FC1`` (float32 m) depth, all-zero / all-NaN /
-one-valid-pixel depth, saturated and black colour, and non-contiguous and read-only views (as
-shared memory hands them out). Scenes are rendered by ray casting boxes on the table plane
-(z = 0) for any camera pose, so every size has real objects in it.
+one-valid-pixel depth, saturated and black colour, non-contiguous and read-only views (as
+shared memory hands them out), and colour blurred along the rows as a shaking camera blurs
+it. Scenes are rendered by ray casting boxes on the table plane (z = 0) for any camera pose,
+so every size has real objects in it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import cv2
 import numpy as np
 
 from edge_loop.kernels.camera import (
@@ -202,6 +204,18 @@ def scene(width: int = 640, height: int = 480, *, seed: int = 0, n_boxes: int = 
                      boxes)
 
 
+def motion_blurred(color: np.ndarray, length: int = 15, vertical: bool = False) -> np.ndarray:
+    """``color`` (uint8 RGB) blurred along its rows (columns) as the simulated camera blurs it.
+
+    A box of ``length`` px in linear light (gamma 2.2), rounded back to 8 bits.
+    """
+    lin = ((np.asarray(color, np.float32) / 255.0) ** 2.2).astype(np.float32)
+    kernel = np.full((1, length), 1.0 / length, np.float32)
+    lin = cv2.filter2D(lin, -1, kernel.T if vertical else kernel,
+                       borderType=cv2.BORDER_REPLICATE)
+    return np.clip(np.rint(255.0 * lin ** (1 / 2.2)), 0, 255).astype(np.uint8)
+
+
 def rgbd_inputs(seed: int = 0, sizes: tuple[tuple[int, int], ...] = SIZES) -> Iterator[RgbdInput]:
     """The standard sweep of RGB-D frames (see the module docstring)."""
     for w, h in sizes:
@@ -214,6 +228,17 @@ def rgbd_inputs(seed: int = 0, sizes: tuple[tuple[int, int], ...] = SIZES) -> It
     crowded = (Box(0.0, 0.0, 0.3, 0.05, 0.03, 0.04, rgb=(200, 40, 40)),
                Box(0.045, 0.01, -0.2, 0.05, 0.03, 0.025, rgb=(40, 40, 200)))
     yield scene(640, 480, boxes=crowded, name='640x480 two touching boxes of different height')
+    for w, h in ((640, 480), (1280, 720)):
+        blurred = scene(w, h, seed=seed + 4, n_boxes=6)
+        yield RgbdInput(f'{w}x{h} motion-blurred colour', motion_blurred(blurred.color),
+                        blurred.depth, blurred.depth_encoding, blurred.intrinsics,
+                        blurred.extrinsics, blurred.boxes)
+    dark = (Box(0.0, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(30, 20, 60)),
+            Box(0.03, 0.0, 0.0, 0.01, 0.08, 0.03, rgb=(30, 20, 60)),
+            Box(-0.045, 0.0, 0.0, 0.04, 0.04, 0.03, rgb=(200, 180, 40)))
+    thin = scene(641, 479, boxes=dark)
+    yield RgbdInput('641x479 motion-blurred dark object with a thin part', motion_blurred(
+        thin.color), thin.depth, thin.depth_encoding, thin.intrinsics, thin.extrinsics, dark)
     for enc in DEPTH_ENCODINGS:
         zero = np.zeros(base.depth.shape, np.uint16 if enc == '16UC1' else np.float32)
         yield RgbdInput(f'640x480 {enc} all-zero depth', base.color, zero, enc,

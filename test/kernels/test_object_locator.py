@@ -9,8 +9,14 @@ import pytest
 
 from edge_loop.kernels.object_locator import (
     DEFAULT_PARAMS,
+    LINEAR_LUT,
     DetectedObject,
     LocatorParams,
+    blur_leak,
+    blur_leak_reference,
+    blur_smear_sums,
+    blur_smear_sums_reference,
+    height_scene,
     locate_objects,
     locate_objects_reference,
     locate_objects_rgb_baseline,
@@ -19,7 +25,14 @@ from edge_loop.kernels.object_locator import (
     select_target,
 )
 from edge_loop.verify.compare import angle_diff_mod
-from edge_loop.verify.sweeps import Box, read_only, render_boxes, scene, tilted_extrinsics
+from edge_loop.verify.sweeps import (
+    Box,
+    motion_blurred,
+    read_only,
+    render_boxes,
+    scene,
+    tilted_extrinsics,
+)
 
 BOXES = (Box(-0.10, 0.06, 0.5, 0.05, 0.025, 0.03, rgb=(200, 40, 40)),
          Box(0.00, -0.07, -0.8, 0.06, 0.02, 0.02, rgb=(40, 160, 60)),
@@ -398,3 +411,93 @@ def test_part_of_an_object_beside_a_depth_blind_spot_counts_below_min_pixels(loc
     assert locate(f.color, f.depth, f.intrinsics, f.extrinsics) == []
     assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics,
                       LocatorParams(min_pixels=20))) == 1
+
+
+def _height(f) -> np.ndarray:
+    return height_scene(f.depth, f.intrinsics, f.extrinsics).height
+
+
+@pytest.mark.parametrize('leak', [blur_leak, blur_leak_reference], ids=['deployed', 'reference'])
+def test_horizontal_blur_is_told_from_sharp_and_vertically_blurred_frames(leak):
+    f = scene(640, 480, boxes=BOXES)
+    height, p = _height(f), DEFAULT_PARAMS
+    sharp = leak(f.color, height, p, f.intrinsics)
+    along_rows = leak(motion_blurred(f.color), height, p, f.intrinsics)
+    along_columns = leak(motion_blurred(f.color, vertical=True), height, p, f.intrinsics)
+    assert along_rows > p.blur_leak_threshold > max(sharp, along_columns)
+    assert along_columns < 0 < along_rows
+    assert leak(f.color, np.full_like(height, np.nan), p, f.intrinsics) == 0.0
+
+
+def test_blur_leak_reference_and_deployed_agree():
+    f = scene(641, 479, boxes=BOXES)
+    color = motion_blurred(f.color)
+    assert blur_leak(color, _height(f), DEFAULT_PARAMS, f.intrinsics) == pytest.approx(
+        blur_leak_reference(color, _height(f), DEFAULT_PARAMS, f.intrinsics), abs=1e-6)
+
+
+@pytest.mark.parametrize('smear', [blur_smear_sums, blur_smear_sums_reference],
+                         ids=['deployed', 'reference'])
+def test_a_thin_objects_colour_is_restored_from_its_smear_over_the_floor(smear):
+    # A 1 cm bar (~8 px) under a 15 px blur keeps about half of its own light in its pixels.
+    bar = Box(0.0, 0.0, 0.0, 0.01, 0.06, 0.02, rgb=(200, 40, 40))
+    f = scene(640, 480, boxes=(bar,))
+    height = _height(f)
+    with np.errstate(invalid='ignore'):
+        fg = height > DEFAULT_PARAMS.min_height
+    rows, cols = np.nonzero(fg)
+    r0, c0 = rows.min() - 2, cols.min() - 2
+    labels = fg[r0:rows.max() + 3, c0:cols.max() + 3].astype(np.int64)
+    true = LINEAR_LUT[np.array(bar.rgb)]
+    color = motion_blurred(f.color)
+    own = LINEAR_LUT[color[fg]].mean(axis=0)
+    restored = (LINEAR_LUT[color[fg]].sum(axis=0)
+                + smear(labels, color, height, r0, c0, 1, DEFAULT_PARAMS, f.intrinsics)[1]
+                ) / fg.sum()
+    assert np.abs(own - true).max() > 0.1                 # blur paled it
+    np.testing.assert_allclose(restored, true, atol=0.02)
+    # Nothing to restore in a sharp frame.
+    sharp = (LINEAR_LUT[f.color[fg]].sum(axis=0)
+             + smear(labels, f.color, height, r0, c0, 1, DEFAULT_PARAMS, f.intrinsics)[1]
+             ) / fg.sum()
+    np.testing.assert_allclose(sharp, LINEAR_LUT[f.color[fg]].mean(axis=0), atol=0.01)
+
+
+def test_smear_sums_reference_and_deployed_agree_with_two_regions_and_a_tie():
+    pair = (Box(-0.02, 0.0, 0.0, 0.02, 0.04, 0.03, rgb=(200, 40, 40)),
+            Box(0.02, 0.0, 0.0, 0.02, 0.04, 0.03, rgb=(40, 60, 200)))
+    f = scene(640, 480, boxes=pair)
+    height = _height(f)
+    color = motion_blurred(f.color)
+    with np.errstate(invalid='ignore'):
+        fg = height > DEFAULT_PARAMS.min_height
+    rows, cols = np.nonzero(fg)
+    r0, c0 = rows.min() - 2, cols.min() - 2
+    crop = fg[r0:rows.max() + 3, c0:cols.max() + 3]
+    labels = np.where(crop, 1 + (np.arange(crop.shape[1]) > crop.shape[1] // 2)[None, :], 0)
+    a = blur_smear_sums(labels, color, height, r0, c0, 2, DEFAULT_PARAMS, f.intrinsics)
+    b = blur_smear_sums_reference(labels, color, height, r0, c0, 2, DEFAULT_PARAMS,
+                                  f.intrinsics)
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)    # float32 against float64
+    assert np.abs(a[1:]).sum() > 0
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
+def test_blurred_dark_object_with_a_thin_part_is_one_object_and_its_neighbour_stays_apart(
+        locate):
+    # Blur smears the dark object over the pale floor: its 1 cm wide bar and its rims read as
+    # floor-blended pieces, three objects unless the smear is summed back into them.
+    dark = (30, 20, 60)
+    boxes = (Box(0.0, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=dark),
+             Box(0.03, 0.0, 0.0, 0.01, 0.08, 0.03, rgb=dark))
+    f = scene(640, 480, boxes=boxes)
+    color = motion_blurred(f.color)
+    assert len(locate(color, f.depth, f.intrinsics, f.extrinsics)) == 1
+    off = LocatorParams(blur_leak_px=0)
+    assert len(locate(color, f.depth, f.intrinsics, f.extrinsics, off)) == 3
+    # A differently coloured object touching it stays an object of its own.
+    other = Box(-0.045, 0.0, 0.0, 0.04, 0.04, 0.03, rgb=(200, 180, 40))
+    f = scene(640, 480, boxes=boxes + (other,))
+    objects = locate(motion_blurred(f.color), f.depth, f.intrinsics, f.extrinsics)
+    assert len(objects) == 2
+    assert min(abs(o.position[0] + 0.045) for o in objects) < 0.006
