@@ -162,7 +162,7 @@ def bench_accuracy(n_scenes: int, seed0: int, rgb_params: RgbBaselineParams,
                         s['found'] += len(errors)
                         s['false'] += false
                         s['errors'] += errors
-                if cond in ('nominal', 'glare') and len(frames) < 10:
+                if cond in LATENCY_CONDITIONS and len(frames) < 15:
                     frames.append((frame, world.extrinsics))
     objects = 'held-out, objects 800-999' if split == 'heldout' else 'training objects 000-799'
     print(f'\n## object_locator accuracy: {n_scenes} scenes per condition (seeds {seed0}-'
@@ -198,8 +198,13 @@ def _timeit(fn, args, repeats):
     return np.median(ts) * 1e3, np.percentile(ts, 99) * 1e3
 
 
+# Latency frames: the first five held-out scenes under these conditions (motion blur runs the
+# locator's blur restoration, its slowest path).
+LATENCY_CONDITIONS = ('nominal', 'glare', 'motion_blur')
+
+
 def bench_latency(frames, repeats: int, model=None) -> dict:
-    """Section 2 (frames: nominal and glare held-out sim frames)."""
+    """Section 2 (frames: held-out sim frames under ``LATENCY_CONDITIONS``)."""
     cv2.setNumThreads(1)
     rows = {}
     impls = {
@@ -232,6 +237,13 @@ def bench_latency(frames, repeats: int, model=None) -> dict:
         print(f'| {name} | {x["reference_p50_ms"]:.1f} / {x["reference_p99_ms"]:.1f} | '
               f'{x["deployed_p50_ms"]:.2f} / {x["deployed_p99_ms"]:.2f} | '
               f'{x["reference_p50_ms"] / x["deployed_p50_ms"]:.1f}x |')
+        by_light = {}
+        for (f, _), t in zip(frames, d[:, 0]):
+            by_light.setdefault(f.lighting, []).append(t)
+        x['deployed_p50_ms_by_lighting'] = {k: float(np.median(v)) for k, v in by_light.items()}
+    print('\ndeployed p50 (ms) per lighting: ' + '; '.join(
+        f'{name} ' + ', '.join(f'{k} {v:.2f}' for k, v in x['deployed_p50_ms_by_lighting'].items())
+        for name, x in rows.items()))
     return rows
 
 
