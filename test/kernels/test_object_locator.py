@@ -501,3 +501,25 @@ def test_blurred_dark_object_with_a_thin_part_is_one_object_and_its_neighbour_st
     objects = locate(motion_blurred(f.color), f.depth, f.intrinsics, f.extrinsics)
     assert len(objects) == 2
     assert min(abs(o.position[0] + 0.045) for o in objects) < 0.006
+
+
+def test_restored_colours_join_pieces_of_a_dark_object_that_chromaticity_cannot_compare():
+    # A dark object's restored colour is a few hundredths of full scale in linear light: its
+    # chromaticity is noise, but pieces of it agree in linear light within merge_blur_linear.
+    intr = scene(640, 480, boxes=()).intrinsics
+    sums = {1: np.array([40.0, 30.0, 60.0]) * 1000, 2: np.array([120.0, 118.0, 115.0]) * 200}
+    counts = {1: 1000, 2: 200}
+    contact = {(1, 2): 40}
+    floor = np.array([0.0, 0.0, 1000.0])       # a floor neither region is a blend of
+    restored = {1: np.array([0.020, 0.012, 0.040]) * 1000,
+                2: np.array([0.035, 0.010, 0.030]) * 200}
+    join = merge_regions(sums, counts, contact, floor, DEFAULT_PARAMS, intr, restored=restored)
+    assert join == {1: 1, 2: 1}
+    assert merge_regions(sums, counts, contact, floor, DEFAULT_PARAMS, intr) == {1: 1, 2: 2}
+    no_linear = LocatorParams(merge_blur_linear=0.0)
+    assert merge_regions(sums, counts, contact, floor, no_linear, intr,
+                         restored=restored) == {1: 1, 2: 2}
+    # Two objects: their restored colours differ in chromaticity and in linear light.
+    apart = {1: np.array([0.30, 0.05, 0.05]) * 1000, 2: np.array([0.05, 0.05, 0.30]) * 200}
+    assert merge_regions(sums, counts, contact, floor, DEFAULT_PARAMS, intr,
+                         restored=apart) == {1: 1, 2: 2}
