@@ -56,8 +56,9 @@ Method (height-above-table segmentation):
    the colour of everything raised smears over the floor beside it and above it, depth
    showing where the raised things end), each region's colour is restored by summing back
    the light it smeared over the floor on its rows (:func:`blur_smear_sums`), and touching
-   regions whose restored colours agree within ``merge_blur_color`` join: pieces of one
-   object that the blur mixed with the floor unevenly.
+   regions whose restored colours agree (chromaticity within ``merge_blur_color``, or linear
+   light within ``merge_blur_linear`` for dark objects) join: pieces of one object that the
+   blur mixed with the floor unevenly.
    Objects under ``min_pixels`` (sizes scale with the focal length) are dropped, except
    that an object next to a blind spot of the depth camera (a hole of at least
    ``blind_hole_px``: glare) is kept from ``partial_min_pixels`` on (only part of it can be
@@ -260,10 +261,6 @@ class LocatorParams:
         """Widest mean band (pixels) a blended region larger than its neighbour may be."""
         return self.merge_blend_width * intr.fx / NOMINAL_FX
 
-    def blur_leak_px_for(self, intr: Intrinsics) -> int:
-        """How far (pixels on a row) a region's colour is summed back in a blurred frame."""
-        return max(1, int(round(self.blur_leak_px * intr.fx / NOMINAL_FX)))
-
     def merge_min_contact_for(self, intr: Intrinsics) -> int:
         """Shared border (pixel pairs, grows with fx) two regions need to be merged."""
         return max(1, int(round(self.merge_min_contact * intr.fx / NOMINAL_FX)))
@@ -456,8 +453,8 @@ def blur_leak(color_rgb: np.ndarray, height: np.ndarray, p: LocatorParams,
     height below ``min_height``. Returns the mean L1 distance of the chromaticity
     (RGB / (R + G + B + 30)) from the floor's median one over the floor pixels with a raised
     pixel within ``blur_probe_px`` on their row, minus that over those with one on their
-    column, neither 8-adjacent to a raised pixel (0.0 when either set is empty; both
-    all on the ``LEAK_STRIDE`` grid, ``blur_probe_px`` scaled to it).
+    column, neither 8-adjacent to a raised pixel (0.0 when either set is empty). All on the
+    ``LEAK_STRIDE`` grid, ``blur_probe_px`` scaled to it.
     """
     r = max(1, _scaled_px(p.blur_probe_px, intr) // LEAK_STRIDE)
     raised, floor = _raised_and_floor(height, p)
@@ -519,7 +516,9 @@ def blur_smear_sums(labels: np.ndarray, color_rgb: np.ndarray, height: np.ndarra
     far = floor & ~lok & ~rok
     if not far.any():
         return None
-    lin = LINEAR_LUT32[color_rgb[r0:r0 + h, a0:a1]]
+    window = color_rgb[r0:r0 + h, a0:a1]
+    lin = LINEAR_LUT32[window] if window.dtype == np.uint8 \
+        else linear_light(window).astype(np.float32)
     k = 2 * (_scaled_px(p.blur_floor_px, intr) // 2) + 1
     farf = far.astype(np.float32)
     on_far = lin * farf[..., None]
@@ -566,13 +565,12 @@ def blur_smear_sums_reference(labels: np.ndarray, color_rgb: np.ndarray, height:
     for r in range(h):
         own_cols = np.flatnonzero(lab[r])
         for c in np.flatnonzero(floor[r]):
-            before = own_cols[own_cols < c]
-            after = own_cols[own_cols > c]
-            dl = c - before[-1] if before.size else None
-            dr = after[0] - c if after.size else None
-            near = [(d, int(lab[r, cc])) for d, cc in
-                    ((dl, c - dl if dl else 0), (dr, c + dr if dr else 0))
-                    if d is not None and d <= leak]
+            near = []       # (distance, region) of the nearest region on each side
+            before, after = own_cols[own_cols < c], own_cols[own_cols > c]
+            if before.size and c - before[-1] <= leak:
+                near.append((int(c - before[-1]), int(lab[r, before[-1]])))
+            if after.size and after[0] - c <= leak:
+                near.append((int(after[0] - c), int(lab[r, after[0]])))
             if near:
                 best = min(d for d, _ in near)
                 ties = [reg for d, reg in near if d == best]

@@ -523,3 +523,12 @@ def test_restored_colours_join_pieces_of_a_dark_object_that_chromaticity_cannot_
     apart = {1: np.array([0.30, 0.05, 0.05]) * 1000, 2: np.array([0.05, 0.05, 0.30]) * 200}
     assert merge_regions(sums, counts, contact, floor, DEFAULT_PARAMS, intr,
                          restored=apart) == {1: 1, 2: 2}
+
+
+def test_blur_restoration_takes_float_colour_as_the_rest_of_the_locator_does():
+    dark = (Box(0.0, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(30, 20, 60)),
+            Box(0.03, 0.0, 0.0, 0.01, 0.08, 0.03, rgb=(30, 20, 60)))
+    f = scene(640, 480, boxes=dark)
+    color = motion_blurred(f.color)
+    as_float = locate_objects(color.astype(np.float32), f.depth, f.intrinsics, f.extrinsics)
+    assert len(as_float) == len(locate_objects(color, f.depth, f.intrinsics, f.extrinsics)) == 1
