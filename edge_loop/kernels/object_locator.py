@@ -485,6 +485,17 @@ def blur_leak_reference(color_rgb: np.ndarray, height: np.ndarray, p: LocatorPar
                             floor & ~touch & col_near)
 
 
+def _smear_window(labels: np.ndarray, frame_width: int, c0: int, p: LocatorParams,
+                  intr: Intrinsics) -> tuple[int, int, np.ndarray]:
+    """Reach of the smear (px), first column of the window, and the labels widened to it."""
+    leak = _scaled_px(p.blur_leak_px, intr)
+    h, w = labels.shape
+    a0, a1 = max(c0 - leak, 0), min(c0 + w + leak, frame_width)
+    lab = np.zeros((h, a1 - a0), np.int64)
+    lab[:, c0 - a0:c0 - a0 + w] = labels
+    return leak, a0, lab
+
+
 def blur_smear_sums(labels: np.ndarray, color_rgb: np.ndarray, height: np.ndarray, r0: int,
                     c0: int, n: int, p: LocatorParams, intr: Intrinsics) -> np.ndarray | None:
     """(n + 1, 3) linear light each region lost to the floor beside it on its rows.
@@ -498,12 +509,9 @@ def blur_smear_sums(labels: np.ndarray, color_rgb: np.ndarray, height: np.ndarra
     there are none). The window is the crop widened by ``blur_leak_px`` on both sides.
     None when the window has no floor beyond the reach.
     """
-    leak = _scaled_px(p.blur_leak_px, intr)
-    h, w = labels.shape
-    a0, a1 = max(c0 - leak, 0), min(c0 + w + leak, color_rgb.shape[1])
-    cw = a1 - a0
-    lab = np.zeros((h, cw), np.int64)
-    lab[:, c0 - a0:c0 - a0 + w] = labels
+    leak, a0, lab = _smear_window(labels, color_rgb.shape[1], c0, p, intr)
+    h, cw = lab.shape
+    a1 = a0 + cw
     own = lab > 0
     with np.errstate(invalid='ignore'):
         floor = (height[r0:r0 + h, a0:a1] < p.min_height) & ~own
@@ -550,12 +558,9 @@ def blur_smear_sums_reference(labels: np.ndarray, color_rgb: np.ndarray, height:
                               r0: int, c0: int, n: int, p: LocatorParams,
                               intr: Intrinsics) -> np.ndarray | None:
     """:func:`blur_smear_sums` with a scan along each row and an integral image."""
-    leak = _scaled_px(p.blur_leak_px, intr)
-    h, w = labels.shape
-    a0, a1 = max(c0 - leak, 0), min(c0 + w + leak, color_rgb.shape[1])
-    cw = a1 - a0
-    lab = np.zeros((h, cw), np.int64)
-    lab[:, c0 - a0:c0 - a0 + w] = labels
+    leak, a0, lab = _smear_window(labels, color_rgb.shape[1], c0, p, intr)
+    h, cw = lab.shape
+    a1 = a0 + cw
     win_h = np.asarray(height[r0:r0 + h, a0:a1], np.float64)
     floor = np.zeros((h, cw), bool)
     finite = np.isfinite(win_h)
