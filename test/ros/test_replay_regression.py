@@ -313,11 +313,19 @@ def _realtime_attempt(ros_domain, tmp_path) -> None:
     # on a slower (shared, throttled) CI machine the monitor's budgets and the p99 gate are
     # scaled by the measured slowdown, up to a limit.
     slowdown = _machine_slowdown()
-    scale = min(slowdown, GATES['realtime_max_slowdown'])
+    judge = slowdown <= GATES['realtime_judge_max_slowdown']
+    scale = min(slowdown, GATES['realtime_max_slowdown']) if judge \
+        else 2.0 * GATES['realtime_max_slowdown']
     out = _replay(ros_domain, tmp_path, _bag(scenario), realtime=True,
                   until_commands=warmup + measured, commands_timeout_s=90.0,
                   budget_scale=scale)
     assert not _rviz_failures(out.topic_types), '\n'.join(_rviz_failures(out.topic_types))
+    if not judge:
+        got = len(out.latencies_ms)
+        assert got >= warmup + measured // 2, f'{scenario}: only {got} commands in the replay'
+        pytest.skip(f'{scenario}: this machine runs the locator {slowdown:.2f}x slower than '
+                    f'the baseline (over {GATES["realtime_judge_max_slowdown"]}): the replay '
+                    f'fed RViz and gave {got} commands, latency not judged (make bench-replay)')
     assert out.controller_state == 'active', (
         f'{scenario}: pick_controller is {out.controller_state} after real-time replay '
         '(deactivated by the deadline monitor?)')
