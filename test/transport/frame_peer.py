@@ -82,7 +82,6 @@ def run_producer(args: argparse.Namespace) -> int:
     from builtin_interfaces.msg import Time
     from sensor_msgs.msg import CameraInfo
 
-    from edge_loop import topics
     from edge_loop.transport import FrameWriter
 
     node = make_node('frame_peer_producer')
@@ -93,12 +92,15 @@ def run_producer(args: argparse.Namespace) -> int:
          hashes={n: [sha(c), sha(d)] for n, (c, d) in planes.items()})
     if args.wait_subscribers:
         deadline = time.monotonic() + 30.0
-        # Writer-side matches (not the graph cache): a reliable writer that has matched the
-        # reader keeps each frame until it is acknowledged, so frame 0 cannot be lost.
-        while ((writer.matched_subscribers() if writer.transport == 'ros' else
-                min(node.count_subscribers(t) for t in topics.CAMERA_INPUTS))
-               < args.wait_subscribers and time.monotonic() < deadline):
+        # Writer-side matches of the Image/CameraInfo writers (not the graph cache, which can
+        # list a reader before the writer has matched it): a reliable writer that has matched
+        # a reader keeps each frame until it is acknowledged, so frame 0 cannot be lost. With
+        # shm these count the ROS readers only; shm readers take loans, not Images.
+        while (writer.matched_subscribers() < args.wait_subscribers
+               and time.monotonic() < deadline):
             time.sleep(0.02)
+        if writer.matched_subscribers() < args.wait_subscribers:
+            emit(event='wait_timeout', matched=writer.matched_subscribers())
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
     signal.signal(signal.SIGINT, lambda *a: stop.set())

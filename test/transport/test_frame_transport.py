@@ -310,6 +310,7 @@ def test_shm_producer_serves_a_ros_consumer_the_same_frames(peers):
     producer = peers('producer', '--formats', 'vga,odd16', '--count', '15', '--rate', '5',
                      '--wait-subscribers', '1')
     producer.wait_for(lambda: producer.of('closed'), 60, 'producer done')
+    assert not producer.of('wait_timeout'), 'the ROS consumer was never matched'
     for c in (shm_consumer, ros_consumer):
         c.wait_for(lambda c=c: len(c.of('frame')) >= 5, 40, 'frames')
     by_stamp = {f['stamp_ns']: (f['color_sha'], f['depth_sha']) for f in shm_consumer.of('frame')}
