@@ -13,6 +13,10 @@ frame (``time.process_time``). Variants:
   as plain ``shm`` where the process may not raise its priority);
 - ``shm_poll``: the same with hybrid polling (``EDGE_LOOP_SHM_POLL_US``, :data:`POLL_US`): the
   reader sleeps until shortly before the next frame is due and polls for it from there;
+- ``shm_core`` (not in the default set): the iceoryx2 data plane alone
+  (:mod:`edge_loop.transport.shm`, no rclpy in either process), so the transport can be
+  measured on a machine without ROS, e.g. one with more cores (docs/transport.md);
+  ``shm_core_rt`` the same with ``shm_rt``'s reader priority;
 - ``ros_reliable``: plain rclpy, reliable, depth 10, default Fast DDS transports;
 - ``ros_best_effort``: the same with best-effort QoS;
 - ``ros_tuned``: rclpy with ``FASTDDS_BUILTIN_TRANSPORTS=LARGE_DATA``, glibc malloc thresholds
@@ -50,6 +54,7 @@ PAYLOADS = {   # name -> (shape, encoding, dtype)
 }
 QUICK_PAYLOADS = ('vga_rgb8', '1080p_rgb8')
 VARIANTS = ('shm', 'shm_rt', 'shm_poll', 'ros_reliable', 'ros_best_effort', 'ros_tuned')
+CORE_VARIANTS = ('shm_core', 'shm_core_rt')   # no rclpy: the data plane alone
 TOPIC = '/bench/image'
 CHANNEL = 'edge_loop/bench'
 RATE_HZ = 30.0
@@ -86,8 +91,83 @@ def qos_for(variant: str, role: str):
                       reliability=ReliabilityPolicy.RELIABLE)
 
 
+# --- the data plane alone (no rclpy) --------------------------------------------------------
+def run_core_producer(args: argparse.Namespace) -> None:
+    from edge_loop.transport.shm import ShmPublisher
+
+    publisher = ShmPublisher(CHANNEL, max_width=1920, max_height=1080)
+    src, encoding = payload_array(args.payload)
+    is_color = src.ndim == 3
+    total = WARMUP + args.frames + TAIL
+    period = 1.0 / RATE_HZ
+    next_t = time.monotonic()
+    cpu0 = cpu = 0.0
+    for seq in range(1, total + 1):
+        if seq == WARMUP + 1:
+            cpu0 = time.process_time()
+        shape = src.shape
+        loan = publisher.loan(shape if is_color else None, encoding if is_color else None,
+                              None if is_color else shape, None if is_color else encoding)
+        np.copyto(loan.color if is_color else loan.depth, src)   # render into the loan
+        h = loan.header
+        h.seq = publisher.next_seq()
+        h.stamp_sec, h.stamp_nanosec = seq, 0
+        loan.send()
+        if seq == WARMUP + args.frames:
+            cpu = time.process_time() - cpu0
+        next_t += period
+        time.sleep(max(0.0, next_t - time.monotonic()))
+    emit(event='producer', cpu_per_frame_us=cpu / args.frames * 1e6)
+    publisher.close()
+
+
+def run_core_consumer(args: argparse.Namespace) -> None:
+    from edge_loop.transport.shm import ShmSubscriber, decode
+
+    latencies: list[int] = []
+    phases: list[tuple[int, int, int]] = []
+    cpu_marks: list[float] = []
+    counts = {'received': 0, 'copies': 0}
+    last = WARMUP + args.frames
+    holder: dict[str, ShmSubscriber] = {}
+
+    def on_sample(sample, receive_ns: int) -> None:
+        header, color, depth = decode(sample)
+        view = color if color is not None else depth
+        now = time.monotonic_ns()
+        seq = int(header.stamp_sec)
+        if WARMUP < seq <= last:
+            latencies.append(now - header.send_ns)
+            cpu_marks.append(time.process_time())
+            wake = holder['sub'].wake_ns
+            phases.append((wake - header.send_ns, receive_ns - wake, now - receive_ns))
+            # The view must lie inside the sample's own memory: otherwise it is a copy.
+            start = sample.payload_ptr
+            end = start + 8 * sample.header.number_of_elements
+            counts['received'] += 1
+            counts['copies'] += int(not start <= view.ctypes.data < end)
+
+    holder['sub'] = ShmSubscriber(CHANNEL, on_sample)
+    emit(event='ready')
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *a: stop.set())
+    stop.wait()
+    holder['sub'].close()
+    n = len(latencies)
+    emit(event='consumer', latencies_ns=latencies,
+         cpu_per_frame_us=(cpu_marks[-1] - cpu_marks[0]) / (n - 1) * 1e6 if n > 1
+         else float('nan'),
+         polled=0.0,
+         phases_us=(np.median(np.asarray(phases, dtype=np.float64), axis=0) / 1e3).tolist()
+         if phases else None,
+         copies_per_frame=counts['copies'] / counts['received'] if counts['received'] else None)
+
+
 # --- producer --------------------------------------------------------------------------------
 def run_producer(args: argparse.Namespace) -> None:
+    if args.variant in CORE_VARIANTS:
+        run_core_producer(args)
+        return
     import rclpy
     from builtin_interfaces.msg import Time
     from sensor_msgs.msg import Image
@@ -141,6 +221,9 @@ def run_producer(args: argparse.Namespace) -> None:
 
 # --- consumer --------------------------------------------------------------------------------
 def run_consumer(args: argparse.Namespace) -> None:
+    if args.variant in CORE_VARIANTS:
+        run_core_consumer(args)
+        return
     import rclpy
     from rclpy.executors import ExternalShutdownException
     from sensor_msgs.msg import Image
@@ -211,8 +294,8 @@ def run_consumer(args: argparse.Namespace) -> None:
 class Proc:
     """A role process whose JSON lines are collected."""
 
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen([sys.executable, __file__, *argv], env=env,
+    def __init__(self, argv: list[str], env: dict[str, str], script: str = __file__) -> None:
+        self.proc = subprocess.Popen([sys.executable, script, *argv], env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, start_new_session=True)
         self.events: list[dict] = []
@@ -257,7 +340,7 @@ def run_config(variant: str, payload: str, consumers: int, frames: int,
     env['EDGE_LOOP_IOX2_PREFIX'] = IOX2_PREFIX
     if variant == 'ros_tuned':
         env.update(TUNED_ENV)
-    if variant == 'shm_rt':
+    if variant in ('shm_rt', 'shm_core_rt'):
         env['EDGE_LOOP_SHM_RT_PRIORITY'] = '20'
     if variant == 'shm_poll':
         env['EDGE_LOOP_SHM_POLL_US'] = str(POLL_US)
@@ -308,6 +391,42 @@ def memcpy_floor_us(payload: str, repeats: int = 60) -> float:
         np.copyto(dst, src)
         times.append(time.perf_counter_ns() - t0)
     return float(np.median(times)) / 1e3
+
+
+def wake_floor_us(frames: int = 90) -> tuple[float, float]:
+    """p50/p99 of waking a blocked Python process through a pipe at RATE_HZ.
+
+    The floor under any cross-process notification, iceoryx2's event included: what a halted
+    virtual CPU and the scheduler cost before a consumer runs a line of its own.
+    """
+    to_child, from_parent = os.pipe()
+    results_r, results_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the sleeper
+        os.close(from_parent)
+        os.close(results_r)
+        latencies = []
+        for _ in range(frames):
+            sent = int.from_bytes(os.read(to_child, 8), 'little')
+            latencies.append(time.monotonic_ns() - sent)
+        os.write(results_w, json.dumps(latencies).encode())
+        os._exit(0)
+    os.close(to_child)
+    os.close(results_w)
+    time.sleep(0.3)   # let the child block in read()
+    next_t = time.monotonic()
+    for _ in range(frames):
+        os.write(from_parent, time.monotonic_ns().to_bytes(8, 'little'))
+        next_t += 1.0 / RATE_HZ
+        time.sleep(max(0.0, next_t - time.monotonic()))
+    chunks = []
+    while chunk := os.read(results_r, 65536):
+        chunks.append(chunk)
+    os.waitpid(pid, 0)
+    os.close(from_parent)
+    os.close(results_r)
+    latencies = np.asarray(json.loads(b''.join(chunks)), dtype=np.float64)[10:] / 1e3
+    return float(np.percentile(latencies, 50)), float(np.percentile(latencies, 99))
 
 
 def cleanup_shm() -> None:
@@ -408,7 +527,11 @@ def main() -> int:
                 else list(QUICK_PAYLOADS if args.quick else PAYLOADS))
     counts = [int(c) for c in args.consumer_counts.split(',')]
     variants = args.variants.split(',')
+    unknown = sorted(set(variants) - set(VARIANTS) - set(CORE_VARIANTS))
+    if unknown:
+        parser.error(f'unknown variant(s) {unknown}; choose from {VARIANTS + CORE_VARIANTS}')
     floors = {p: memcpy_floor_us(p) for p in payloads}
+    wake_p50, wake_p99 = wake_floor_us()
     rows = []
     domain = 150 + os.getpid() % 50
     t0 = time.monotonic()
@@ -427,9 +550,12 @@ def main() -> int:
     print(f'\nedge_loop frame transport, {RATE_HZ:.0f} Hz, {frames} frames per run, separate '
           f'processes{", pinned (producer CPU 0)" if args.pin else ""} '
           f'({time.monotonic() - t0:.0f} s)\n')
+    print(f'wake floor (a Python process blocked in read() on a pipe, woken at {RATE_HZ:.0f} '
+          f'Hz): p50 {wake_p50:.0f} us, p99 {wake_p99:.0f} us\n')
     print_table(rows, floors)
     if args.json:
-        args.json.write_text(json.dumps({'rows': rows, 'memcpy_us': floors}, indent=1))
+        args.json.write_text(json.dumps({'rows': rows, 'memcpy_us': floors,
+                                         'wake_floor_us': [wake_p50, wake_p99]}, indent=1))
     return 0
 
 

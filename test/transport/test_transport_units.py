@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import ctypes
+import subprocess
+import sys
 
 import pytest
 
@@ -95,3 +97,13 @@ def test_camera_info_round_trip():
     assert list(back.d) == list(msg.d) and list(back.k) == list(msg.k)
     assert back.binning_x == 2 and back.roi.width == 100 and back.roi.do_rectify
     assert ctypes.sizeof(FrameHeader) < 2048
+
+
+def test_the_shared_memory_data_plane_imports_without_rclpy():
+    # bench_transport's shm_core variant and bench_wake_yield run where ROS is not installed.
+    code = ('import sys\n'
+            'from edge_loop.transport import remove_stale_resources, shm, shm_available\n'
+            'assert "rclpy" not in sys.modules, "rclpy was imported"\n'
+            'from edge_loop.transport import FrameWriter\n'
+            'assert "rclpy" in sys.modules and FrameWriter.__name__ == "FrameWriter"\n')
+    subprocess.run([sys.executable, '-c', code], check=True, timeout=60)
