@@ -41,6 +41,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,38 @@ def qos_for(variant: str, role: str):
                       reliability=ReliabilityPolicy.RELIABLE)
 
 
+def run_paced(frames: int, send: Callable[[int], None]) -> None:
+    """Call ``send(seq)`` for seq 1, 2, ... at RATE_HZ: warm-up, ``frames`` measured, tail.
+
+    Emits the producer's CPU time per measured frame.
+    """
+    next_t = time.monotonic()
+    cpu0 = cpu = 0.0
+    for seq in range(1, WARMUP + frames + TAIL + 1):
+        if seq == WARMUP + 1:
+            cpu0 = time.process_time()
+        send(seq)
+        if seq == WARMUP + frames:
+            cpu = time.process_time() - cpu0
+        next_t += 1.0 / RATE_HZ
+        time.sleep(max(0.0, next_t - time.monotonic()))
+    emit(event='producer', cpu_per_frame_us=cpu / frames * 1e6)
+
+
+def emit_consumer(latencies: list[int], cpu_marks: list[float],
+                  phases: list[tuple[int, int, int]], polled: float,
+                  copies: int, received: int) -> None:
+    """The consumer's result line: latencies, CPU per frame, median phases, copies."""
+    n = len(latencies)
+    emit(event='consumer', latencies_ns=latencies,
+         cpu_per_frame_us=(cpu_marks[-1] - cpu_marks[0]) / (n - 1) * 1e6 if n > 1
+         else float('nan'),
+         polled=polled,
+         phases_us=(np.median(np.asarray(phases, dtype=np.float64), axis=0) / 1e3).tolist()
+         if phases else None,
+         copies_per_frame=copies / received if received else None)
+
+
 # --- the data plane alone (no rclpy) --------------------------------------------------------
 def run_core_producer(args: argparse.Namespace) -> None:
     from edge_loop.transport.shm import ShmPublisher
@@ -98,13 +131,8 @@ def run_core_producer(args: argparse.Namespace) -> None:
     publisher = ShmPublisher(CHANNEL, max_width=1920, max_height=1080)
     src, encoding = payload_array(args.payload)
     is_color = src.ndim == 3
-    total = WARMUP + args.frames + TAIL
-    period = 1.0 / RATE_HZ
-    next_t = time.monotonic()
-    cpu0 = cpu = 0.0
-    for seq in range(1, total + 1):
-        if seq == WARMUP + 1:
-            cpu0 = time.process_time()
+
+    def send(seq: int) -> None:
         shape = src.shape
         loan = publisher.loan(shape if is_color else None, encoding if is_color else None,
                               None if is_color else shape, None if is_color else encoding)
@@ -113,11 +141,8 @@ def run_core_producer(args: argparse.Namespace) -> None:
         h.seq = publisher.next_seq()
         h.stamp_sec, h.stamp_nanosec = seq, 0
         loan.send()
-        if seq == WARMUP + args.frames:
-            cpu = time.process_time() - cpu0
-        next_t += period
-        time.sleep(max(0.0, next_t - time.monotonic()))
-    emit(event='producer', cpu_per_frame_us=cpu / args.frames * 1e6)
+
+    run_paced(args.frames, send)
     publisher.close()
 
 
@@ -153,14 +178,7 @@ def run_core_consumer(args: argparse.Namespace) -> None:
     signal.signal(signal.SIGINT, lambda *a: stop.set())
     stop.wait()
     holder['sub'].close()
-    n = len(latencies)
-    emit(event='consumer', latencies_ns=latencies,
-         cpu_per_frame_us=(cpu_marks[-1] - cpu_marks[0]) / (n - 1) * 1e6 if n > 1
-         else float('nan'),
-         polled=0.0,
-         phases_us=(np.median(np.asarray(phases, dtype=np.float64), axis=0) / 1e3).tolist()
-         if phases else None,
-         copies_per_frame=counts['copies'] / counts['received'] if counts['received'] else None)
+    emit_consumer(latencies, cpu_marks, phases, 0.0, counts['copies'], counts['received'])
 
 
 # --- producer --------------------------------------------------------------------------------
@@ -188,13 +206,8 @@ def run_producer(args: argparse.Namespace) -> None:
         deadline = time.monotonic() + 30.0
         while pub.get_subscription_count() < args.consumers and time.monotonic() < deadline:
             time.sleep(0.02)
-    total = WARMUP + args.frames + TAIL
-    period = 1.0 / RATE_HZ
-    next_t = time.monotonic()
-    cpu0 = 0.0
-    for seq in range(1, total + 1):
-        if seq == WARMUP + 1:
-            cpu0 = time.process_time()
+
+    def send(seq: int) -> None:
         if writer is not None:
             shape = src.shape
             with writer.loan(shape if is_color else None, encoding if is_color else None,
@@ -208,11 +221,8 @@ def run_producer(args: argparse.Namespace) -> None:
             now = time.monotonic_ns()
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now, 1_000_000_000)
             pub.publish(msg)
-        if seq == WARMUP + args.frames:
-            cpu = time.process_time() - cpu0
-        next_t += period
-        time.sleep(max(0.0, next_t - time.monotonic()))
-    emit(event='producer', cpu_per_frame_us=cpu / args.frames * 1e6)
+
+    run_paced(args.frames, send)
     if writer is not None:
         writer.close()
     node.destroy_node()
@@ -279,14 +289,9 @@ def run_consumer(args: argparse.Namespace) -> None:
     stats = dict(reader.stats) if reader is not None else {}
     if reader is not None:
         reader.close()
-    n = len(latencies)
-    cpu = (cpu_marks[-1] - cpu_marks[0]) / (n - 1) * 1e6 if n > 1 else float('nan')
-    emit(event='consumer', latencies_ns=latencies, cpu_per_frame_us=cpu,
-         polled=stats.get('polled', 0) / max(stats.get('received', 0), 1),
-         phases_us=(np.median(np.asarray(phases, dtype=np.float64), axis=0) / 1e3).tolist()
-         if phases else None,
-         copies_per_frame=(stats['copies'] / stats['received']) if stats.get('received')
-         else None)
+    emit_consumer(latencies, cpu_marks, phases,
+                  stats.get('polled', 0) / max(stats.get('received', 0), 1),
+                  stats.get('copies', 0), stats.get('received', 0))
     rclpy.try_shutdown()   # ends the spinning thread
 
 

@@ -24,11 +24,18 @@ import threading
 import time
 
 import numpy as np
-from bench_transport import IOX2_PREFIX, Proc, cleanup_shm, emit
+from bench_transport import (
+    IOX2_PREFIX,
+    RATE_HZ,
+    TAIL,
+    WARMUP,
+    Proc,
+    cleanup_shm,
+    emit,
+    run_paced,
+)
 
 CHANNEL = 'edge_loop/bench_yield'
-RATE_HZ = 30.0
-WARMUP = 10
 
 
 def run_producer(work_us: float, frames: int) -> None:
@@ -36,20 +43,19 @@ def run_producer(work_us: float, frames: int) -> None:
 
     publisher = ShmPublisher(CHANNEL, max_width=640, max_height=480)
     src = np.random.default_rng(0).integers(0, 255, (480, 640, 3)).astype(np.uint8)
-    arms = np.random.default_rng(1).integers(0, 2, frames)
-    next_t = time.monotonic()
-    for i, arm in enumerate(arms):
+    arms = np.random.default_rng(1).integers(0, 2, WARMUP + frames + TAIL + 1)
+
+    def send(seq: int) -> None:
         loan = publisher.loan(src.shape, 'rgb8', None, None)
         np.copyto(loan.color, src)
         loan.header.seq = publisher.next_seq()
-        loan.header.stamp_sec, loan.header.stamp_nanosec = i, int(arm)
-        loan.send(yield_cpu=bool(arm))
+        loan.header.stamp_sec, loan.header.stamp_nanosec = seq, int(arms[seq])
+        loan.send(yield_cpu=bool(arms[seq]))
         t0 = time.perf_counter()
         while (time.perf_counter() - t0) * 1e6 < work_us:   # the producer's next work
             pass
-        next_t += 1.0 / RATE_HZ
-        time.sleep(max(0.0, next_t - time.monotonic()))
-    emit(event='producer')
+
+    run_paced(frames, send)
     publisher.close()
 
 
@@ -61,7 +67,7 @@ def run_consumer() -> None:
     def on_sample(sample, receive_ns: int) -> None:
         header, color, _ = decode(sample)
         now = time.monotonic_ns()
-        if header.stamp_sec >= WARMUP and color is not None:
+        if header.stamp_sec > WARMUP and color is not None:
             latencies[int(header.stamp_nanosec)].append(now - header.send_ns)
 
     subscriber = ShmSubscriber(CHANNEL, on_sample)

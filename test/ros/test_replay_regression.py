@@ -311,11 +311,10 @@ def _realtime_attempt(ros_domain, tmp_path) -> None:
     warmup, measured = CFG['realtime_warmup_commands'], CFG['realtime_commands']
     # The budget holds for a machine as fast as the one the kernels' baselines were taken on;
     # on a slower (shared, throttled) CI machine the monitor's budgets and the p99 gate are
-    # scaled by the measured slowdown, up to a limit.
+    # scaled by the measured slowdown, and beyond a limit latency is not judged.
     slowdown = _machine_slowdown()
     judge = slowdown <= GATES['realtime_judge_max_slowdown']
-    scale = min(slowdown, GATES['realtime_max_slowdown']) if judge \
-        else 2.0 * GATES['realtime_max_slowdown']
+    scale = slowdown if judge else GATES['realtime_unjudged_budget_scale']
     out = _replay(ros_domain, tmp_path, _bag(scenario), realtime=True,
                   until_commands=warmup + measured, commands_timeout_s=90.0,
                   budget_scale=scale)
@@ -339,7 +338,8 @@ def _realtime_attempt(ros_domain, tmp_path) -> None:
           f'frames; machine {slowdown:.2f}x slower than the baseline, p99 gate {gate:.1f} ms')
     assert p99 <= gate, (
         f'{scenario}: end-to-end p99 {p99:.1f} ms > {gate:.1f} ms ({GATES["end_to_end_p99_ms"]}'
-        f' ms x machine slowdown {slowdown:.2f}, at most {GATES["realtime_max_slowdown"]}; '
+        f' ms x machine slowdown {slowdown:.2f}, judged up to '
+        f'{GATES["realtime_judge_max_slowdown"]}; '
         f'p50 {p50:.1f} ms over {len(judged)} commands after {warmup} warm-up)')
     window = [stamp for stamp, _ in out.commands[warmup:warmup + measured]]
     late = [f'{s / 1e9:.3f} {why}' for s, why in zip(out.safe_stop_stamps, out.safe_stop_reasons)
