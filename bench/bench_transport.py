@@ -411,6 +411,7 @@ def wake_floor_us(frames: int = 90) -> tuple[float, float]:
         os.close(from_parent)
         os.close(results_r)
         latencies = []
+        os.write(results_w, b'R')   # ready
         for _ in range(frames):
             sent = int.from_bytes(os.read(to_child, 8), 'little')
             latencies.append(time.monotonic_ns() - sent)
@@ -418,7 +419,7 @@ def wake_floor_us(frames: int = 90) -> tuple[float, float]:
         os._exit(0)
     os.close(to_child)
     os.close(results_w)
-    time.sleep(0.3)   # let the child block in read()
+    os.read(results_r, 1)   # the child is up (the first 10 wake-ups are not counted anyway)
     next_t = time.monotonic()
     for _ in range(frames):
         os.write(from_parent, time.monotonic_ns().to_bytes(8, 'little'))
