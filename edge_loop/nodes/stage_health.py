@@ -37,6 +37,9 @@ class StageHealth:
         self._last_received = 0
         self.audited = 0     # frames whose kernel inputs were audited (copy_audit)
         self.copies = 0      # kernel input arrays that were not views on the frame
+        self.blind_share = 0.0   # largest depth blind spot share since the last summary
+        self._blind_warn = 0.0   # ... and the share from which it is a warning (0: never)
+        self._blind_since: float | None = None
         self._lock = threading.Lock()
 
     def _publish(self, level: bytes, message: str, stamp: Any, values: dict[str, Any]) -> None:
@@ -78,6 +81,29 @@ class StageHealth:
             self.frames += 1
             self.times_ms.append(elapsed_ms)
 
+    def blind_spot(self, share: float, warn_share: float) -> None:
+        """Record one frame's depth blind-spot share of the tray (see ``blind_spot_share``).
+
+        The next summary is WARN when a frame since the last one reached ``warn_share`` (> 0);
+        the log says so once when a blind spot appears and once when it is gone.
+        """
+        blind = warn_share > 0 and share >= warn_share
+        with self._lock:
+            self.blind_share = max(self.blind_share, share)
+            self._blind_warn = warn_share
+            started = blind and self._blind_since is None
+            ended = not blind and self._blind_since is not None
+            if started:
+                self._blind_since = time.monotonic()
+            elif ended:
+                lasted, self._blind_since = time.monotonic() - self._blind_since, None
+        if started:
+            self.node.get_logger().warning(
+                f'depth camera blind over {share:.0%} of the tray (glare?): objects there '
+                'cannot be found')
+        elif ended:
+            self.node.get_logger().info(f'depth blind spot gone after {lasted:.1f} s')
+
     def summary(self, reader: Any) -> None:
         """Periodic OK/WARN summary; flags frames the transport could not pair."""
         stats = reader.stats if reader is not None else {}
@@ -97,6 +123,15 @@ class StageHealth:
         if new_drops > 0 or (waiting and not new_frames):
             self.bad_frame(f'{max(new_drops, waiting)} incomplete frame(s): colour, depth and '
                            'camera_info not paired by stamp (missing camera_info?)', None)
+            return   # (a blind spot seen meanwhile goes out with the next summary)
+        with self._lock:
+            blind, self.blind_share = self.blind_share, 0.0
+            blind_warn = self._blind_warn
+        if blind_warn > 0:
+            values['blind_share'] = f'{blind:.3f}'
+        if blind_warn > 0 and blind >= blind_warn:
+            self._publish(DiagnosticStatus.WARN, f'depth blind spot over {blind:.0%} of the '
+                          'tray (glare?): objects in it cannot be found', None, values)
             return
         self._publish(DiagnosticStatus.OK, 'ok', None, values)
 

@@ -12,6 +12,7 @@ from edge_loop.kernels.object_locator import (
     LINEAR_LUT,
     DetectedObject,
     LocatorParams,
+    blind_spot_share,
     blur_leak,
     blur_leak_reference,
     blur_smear_sums,
@@ -411,6 +412,50 @@ def test_part_of_an_object_beside_a_depth_blind_spot_counts_below_min_pixels(loc
     assert locate(f.color, f.depth, f.intrinsics, f.extrinsics) == []
     assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics,
                       LocatorParams(min_pixels=20))) == 1
+
+
+def _tray_pixels(intr, ext, p=DEFAULT_PARAMS) -> np.ndarray:
+    """(H, W) bool: pixels whose ray meets the table plane inside the ROI (plain loop-free)."""
+    uu, vv = np.meshgrid((np.arange(intr.width) - intr.cx) / intr.fx,
+                         (np.arange(intr.height) - intr.cy) / intr.fy)
+    ray = np.stack([uu, vv, np.ones_like(uu)], axis=-1) @ ext.rotation.T
+    t = -ext.translation[2] / ray[..., 2]
+    x, y = ext.translation[0] + t * ray[..., 0], ext.translation[1] + t * ray[..., 1]
+    return ((ray[..., 2] < 0) & (x > p.roi_x[0]) & (x < p.roi_x[1])
+            & (y > p.roi_y[0]) & (y < p.roi_y[1]))
+
+
+@pytest.mark.parametrize('encoding', ['16UC1', '32FC1'])
+def test_blind_spot_share_counts_large_holes_over_the_tray_only(encoding):
+    f = scene(640, 480, boxes=BOXES, depth_encoding=encoding)
+    intr, ext = f.intrinsics, f.extrinsics
+    tray = _tray_pixels(intr, ext)
+    none = 0 if encoding == '16UC1' else np.nan
+    assert blind_spot_share(f.depth, intr, ext) == 0.0
+    uu, vv = np.meshgrid(np.arange(640), np.arange(480))
+    disc = (uu - 330) ** 2 + (vv - 240) ** 2 < 80 ** 2          # ~20000 px, over the tray
+    depth = f.depth.copy()
+    depth[disc] = none
+    want = (disc & tray).sum() / tray.sum()
+    assert 0.2 < want < 0.3
+    assert blind_spot_share(depth, intr, ext) == pytest.approx(want, abs=0.01)
+    # the same hole read-only and strided, as shared memory and crops hand it over
+    wide = np.zeros((480, 1280), depth.dtype)
+    wide[:, ::2] = depth
+    assert blind_spot_share(read_only(wide[:, ::2]), intr, ext) == pytest.approx(want, abs=0.01)
+    # more hole pixels, but in 6x6 squares 1 px apart (holes at edges, shiny spots): no spot
+    scattered = f.depth.copy()
+    scattered[(uu % 7 < 6) & (vv % 7 < 6) & tray] = none
+    assert (np.isnan(scattered) if encoding == '32FC1' else scattered == 0).sum() > disc.sum()
+    assert blind_spot_share(scattered, intr, ext) == 0.0
+    # a large hole where the camera sees no tray (beyond its wall) does not count
+    outside = f.depth.copy()
+    outside[:100, :] = none
+    assert not (tray[:100]).any() and blind_spot_share(outside, intr, ext) == 0.0
+    # below blind_hole_px it is a hole, not a blind spot
+    assert blind_spot_share(depth, intr, ext, LocatorParams(blind_hole_px=30000)) == 0.0
+    with pytest.raises(ValueError, match='camera_info says'):
+        blind_spot_share(depth[:240], intr, ext)
 
 
 def _height(f) -> np.ndarray:

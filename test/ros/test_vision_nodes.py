@@ -222,6 +222,27 @@ def test_bad_frames_give_diagnostics_and_no_output(large_data, harness, node_pro
     harness.wait_until(lambda: any('incomplete frame' in s.message for m in list(diags)[n_diag:]
                                    for s in m.status), 15.0, 'a diagnostic about unpaired frames')
     assert not any(_ns(m.header.stamp) in stamps for m in list(objects))
+    # A depth blind spot (glare) over the tray: the frame is answered, but the locator's
+    # summary turns WARN with the share, and back to OK once the camera sees again.
+    uu, vv = np.meshgrid(np.arange(640), np.arange(480))
+    blind = frame.depth.copy()
+    blind[(uu - 330) ** 2 + (vv - 240) ** 2 < 80 ** 2] = np.nan
+    n_diag = len(diags)
+    cam.send_until(frame, objects, depth=blind)
+
+    def locator_summaries(level, text, start):
+        return [s for m in list(diags)[start:] for s in m.status
+                if s.name == 'object_locator: input' and s.level == level and text in s.message]
+
+    harness.wait_until(lambda: locator_summaries(DiagnosticStatus.WARN, 'blind spot', n_diag),
+                       15.0, 'a WARN summary about the blind spot')
+    share = {kv.key: kv.value for kv in
+             locator_summaries(DiagnosticStatus.WARN, 'blind spot', n_diag)[0].values}
+    assert 0.15 < float(share['blind_share']) < 0.35
+    cam.send_until(frame, objects)
+    n_diag = len(diags)
+    harness.wait_until(lambda: locator_summaries(DiagnosticStatus.OK, 'ok', n_diag), 15.0,
+                       'an OK summary once the depth camera sees the tray again')
     # Still alive and still answering good frames.
     assert loc.alive() and planner.alive()
     cam.send_until(frame, objects)
