@@ -85,14 +85,14 @@ class StageHealth:
         """Record one frame's depth blind-spot share of the tray (see ``blind_spot_share``).
 
         The next summary is WARN when a frame since the last one reached ``warn_share`` (> 0);
-        the log says so once when a blind spot appears and once when it is gone.
+        the log says so once when a blind spot appears and once when it has shrunk below half
+        of that (a share hovering at the threshold does not flood the log).
         """
-        blind = warn_share > 0 and share >= warn_share
         with self._lock:
             self.blind_share = max(self.blind_share, share)
             self._blind_warn = warn_share
-            started = blind and self._blind_since is None
-            ended = not blind and self._blind_since is not None
+            started = 0 < warn_share <= share and self._blind_since is None
+            ended = self._blind_since is not None and not 2 * share >= warn_share > 0
             if started:
                 self._blind_since = time.monotonic()
             elif ended:

@@ -243,6 +243,8 @@ def test_bad_frames_give_diagnostics_and_no_output(large_data, harness, node_pro
     n_diag = len(diags)
     harness.wait_until(lambda: locator_summaries(DiagnosticStatus.OK, 'ok', n_diag), 15.0,
                        'an OK summary once the depth camera sees the tray again')
+    harness.wait_until(lambda: 'depth blind spot gone' in loc.output(), 10.0, 'the log line')
+    assert loc.output().count('depth camera blind over') == 1
     # Still alive and still answering good frames.
     assert loc.alive() and planner.alive()
     cam.send_until(frame, objects)
