@@ -15,7 +15,8 @@ Phases (``PHASES``)::
   The grasp must pass the safety check: the two finger footprints at the grasp (pad width x
   finger thickness, plus ``footprint_clearance``) must not cover an occupied cell of the
   occupancy grid that is not the target object's own (the occupied component under the grasp
-  centre). A refused grasp counts as a failed attempt.
+  centre), nor, with ``unobserved_region_cells`` set, a large unknown region (a depth blind
+  spot, where an object cannot have been seen). A refused grasp counts as a failed attempt.
 - Motion is velocity servoing: P control on the TCP position and yaw (closest of the two
   symmetric yaws), with speed limits; moves that go down first travel at a safe height.
 - ``retreat``: open, go up and home; after ``max_attempts`` failed attempts the policy stays
@@ -40,7 +41,7 @@ import cv2
 import numpy as np
 
 from edge_loop.kernels.grasp_types import MAX_OPENING, PlanarGrasp
-from edge_loop.kernels.occupancy import OCC_OCCUPIED, GridSpec
+from edge_loop.kernels.occupancy import OCC_OCCUPIED, OCC_UNKNOWN, GridSpec
 
 PHASES = ('observe', 'approach', 'descend', 'close', 'confirm', 'lift', 'place', 'release',
           'return', 'retreat')
@@ -77,6 +78,12 @@ class PolicyParams:
     stale_s: float = 0.5
     max_attempts: int = 3
     footprint_clearance: float = 0.002
+    # > 0: unknown cells in a 4-connected unknown region of at least this many cells under a
+    # finger footprint refuse the grasp (100 = 25 cm2 at 5 mm: a depth blind spot, not the
+    # thin occlusion shadow beside an object), since nobody has seen what is there. Off (0:
+    # unknown counts as free) by default: on held-out glare scenes 800-819 (kernel episodes)
+    # it picked 16 of 20 against 20 of 20, with 0 commands into occupied space either way.
+    unobserved_region_cells: int = 0
     min_grasp_quality: float = -math.inf
     regrasp_deeper: float = 0.01        # per earlier slip/loss at the same spot (m)
     regrasp_radius: float = 0.02        # "the same spot": grasp centres this close in x, y (m)
@@ -188,18 +195,37 @@ def target_cells(grasp: PlanarGrasp, grid: np.ndarray, spec: GridSpec) -> np.nda
     return own
 
 
+def unobserved_regions(grid: np.ndarray, min_cells: int) -> np.ndarray:
+    """(rows, cols) bool: unknown cells in 4-connected unknown regions of >= ``min_cells``.
+
+    ``min_cells`` 0: none (unknown counts as free).
+    """
+    unknown = grid == OCC_UNKNOWN
+    if min_cells <= 0 or np.count_nonzero(unknown) < min_cells:
+        return np.zeros(grid.shape, dtype=bool)
+    n, lab, stats, _ = cv2.connectedComponentsWithStats(unknown.view(np.uint8), connectivity=4,
+                                                        ltype=cv2.CV_32S)
+    large = stats[:, cv2.CC_STAT_AREA] >= min_cells
+    large[0] = False     # label 0: the observed cells
+    return large[lab]
+
+
 def check_grasp_clear(grasp: PlanarGrasp, grid: np.ndarray, spec: GridSpec,
-                      clearance: float = 0.0,
-                      own: np.ndarray | None = None) -> tuple[bool, str, np.ndarray]:
+                      clearance: float = 0.0, own: np.ndarray | None = None,
+                      unobserved_cells: int = 0) -> tuple[bool, str, np.ndarray]:
     """Whether the finger footprints avoid occupied cells that are not the target's.
 
     Returns (ok, reason, blocked cells). The target's cells are ``own`` if given, else
-    :func:`target_cells` of ``grasp``.
+    :func:`target_cells` of ``grasp``. With ``unobserved_cells`` > 0 a footprint over an
+    unknown region of at least that many cells (:func:`unobserved_regions`: a depth blind
+    spot) is refused as well: an object there cannot have been seen.
     """
     occupied = grid == OCC_OCCUPIED
     if own is None:
         own = target_cells(grasp, grid, spec)
+    unseen = unobserved_regions(grid, unobserved_cells)
     blocked = np.zeros(spec.shape, dtype=bool)
+    hidden = np.zeros(spec.shape, dtype=bool)
     outside = False
     for poly in finger_footprints(grasp, clearance):
         cells = footprint_cells(poly, spec)
@@ -208,10 +234,14 @@ def check_grasp_clear(grasp: PlanarGrasp, grid: np.ndarray, spec: GridSpec,
                 (xy[:, 1] >= spec.height * spec.resolution).any():
             outside = True
         blocked |= cells & occupied & ~own
+        hidden |= cells & unseen
     if outside:
         return False, 'finger footprint leaves the mapped workspace', blocked
     if blocked.any():
         return False, f'finger footprint on {int(blocked.sum())} occupied cell(s)', blocked
+    if hidden.any():
+        return False, (f'finger footprint on {int(hidden.sum())} cell(s) of an unobserved '
+                       'region (a depth blind spot?)'), hidden
     return True, 'clear', blocked
 
 
@@ -363,7 +393,8 @@ class PickPolicy:
             plan.center[2] = max(plan.center[2] - self._regrasp_depth(plan.center),
                                  p.min_tcp_z)
             ok, reason, _ = check_grasp_clear(plan, grid, inputs.occupancy_spec,
-                                              p.footprint_clearance)
+                                              p.footprint_clearance,
+                                              unobserved_cells=p.unobserved_region_cells)
             if ok:
                 break
             why = why or reason    # the best grasp's reason is the one reported

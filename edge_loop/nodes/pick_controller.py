@@ -104,6 +104,10 @@ class PickControllerNode(StageNode):
         Param('footprint_clearance', _DEF.footprint_clearance,
               'Added around each finger footprint in the occupancy check (m)', min=0.0,
               max=0.05),
+        Param('unobserved_region_cells', _DEF.unobserved_region_cells,
+              'Refuse grasps whose finger footprints cover an unknown region of at least this '
+              'many grid cells (a depth blind spot; 0 = unknown counts as free)', min=0,
+              max=1000000),
         Param('regrasp_deeper', _DEF.regrasp_deeper,
               'Close this much lower per earlier grip that slipped or was lost at the same '
               'spot (m)', min=0.0, max=0.05),
@@ -138,8 +142,8 @@ class PickControllerNode(StageNode):
             'kp_linear', 'kp_yaw', 'max_speed', 'descend_speed', 'max_yaw_rate',
             'position_tolerance', 'grip_force', 'max_opening', 'opening_margin',
             'close_timeout_s', 'confirm_s', 'release_s', 'phase_timeout_s', 'stale_s',
-            'settle_s', 'max_attempts', 'footprint_clearance', 'regrasp_deeper',
-            'regrasp_radius')}
+            'settle_s', 'max_attempts', 'footprint_clearance', 'unobserved_region_cells',
+            'regrasp_deeper', 'regrasp_radius')}
         self._policy = PickPolicy(PolicyParams(home=tuple(prm['home']), drop=tuple(prm['drop']),
                                                **kwargs))
         self._world = prm['world_frame']

@@ -204,6 +204,33 @@ def test_stale_inputs_hold_still():
     assert policy.step(robot.t, inp).twist == (0.0, 0.0, 0.0, 0.0)
 
 
+def test_fingers_over_a_large_unobserved_region_are_refused_only_when_asked():
+    from edge_loop.kernels.occupancy import OCC_UNKNOWN
+
+    grid = _grid(TARGET)
+    r0, c0 = SPEC.cell_of(0.03, -0.03)
+    r1, c1 = SPEC.cell_of(0.07, 0.03)
+    grid[r0:r1, c0:c1] = OCC_UNKNOWN        # 4 x 6 cm unknown where the +x finger goes
+    grasp = PlanarGrasp(center=[0, 0, 0.02], yaw=0.0, opening=0.05)
+    assert check_grasp_clear(grasp, grid, SPEC)[0]     # default: unknown counts as free
+    ok, why, hidden = check_grasp_clear(grasp, grid, SPEC, unobserved_cells=50)
+    assert not ok and 'unobserved' in why and hidden.any()
+    assert (grid[hidden] == OCC_UNKNOWN).all()
+    # a region smaller than the limit (an occlusion shadow) does not refuse
+    assert check_grasp_clear(grasp, grid, SPEC, unobserved_cells=200)[0]
+    # the other finger pair, rotated 90 degrees, stays clear of it
+    turned = PlanarGrasp(center=[0, 0, 0.02], yaw=math.pi / 2, opening=0.05)
+    assert check_grasp_clear(turned, grid, SPEC, unobserved_cells=50)[0]
+    # the policy gives up on the refused grasp with the parameter set, and takes it without
+    policy, robot = PickPolicy(PolicyParams(max_attempts=2, unobserved_region_cells=50)), \
+        FakeRobot()
+    seen, out = _run(policy, robot, _touch_success, steps=100, grid=grid, grasp=grasp)
+    assert seen == ['observe'] and out.reason == 'gave_up'
+    policy, robot = PickPolicy(PolicyParams(max_attempts=2)), FakeRobot()
+    seen, _ = _run(policy, robot, _touch_success, steps=100, grid=grid, grasp=grasp)
+    assert 'approach' in seen
+
+
 def test_a_grasp_whose_fingers_land_on_another_object_is_refused():
     obstacle = (0.03, -0.02, 0.05, 0.02)             # right where the +x finger would go
     grid = _grid(TARGET, obstacle)
