@@ -1162,16 +1162,28 @@ def _merge_grown(grown: np.ndarray, color_rgb: np.ndarray, mask: np.ndarray,
     return lut[grown]
 
 
+def large_regions(mask: np.ndarray, min_area: int) -> np.ndarray | None:
+    """Bool mask of ``mask``'s 4-connected components of at least ``min_area``; None if none.
+
+    Shared by the blind-spot tests here and the pick policy's unobserved-region check.
+    """
+    if np.count_nonzero(mask) < min_area:
+        return None
+    n, lab, stats, _ = cv2.connectedComponentsWithStats(
+        np.ascontiguousarray(mask, dtype=bool).view(np.uint8), connectivity=4,
+        ltype=cv2.CV_32S)
+    large = stats[:, cv2.CC_STAT_AREA] >= min_area
+    large[0] = False      # label 0: outside the mask
+    return large[lab] if large.any() else None
+
+
 def near_blind_spot(depth: np.ndarray, p: LocatorParams, intr: Intrinsics) -> np.ndarray:
     """(H, W) bool: within ``bridge_px`` of a 4-connected depth hole of ``blind_hole_px``."""
-    holes = (~np.isfinite(depth)).astype(np.uint8)
-    n, lab, stats, _ = cv2.connectedComponentsWithStats(holes, connectivity=4, ltype=cv2.CV_32S)
-    large = stats[:, cv2.CC_STAT_AREA] >= p.blind_hole_px_for(intr)
-    large[0] = False
-    if not large.any():
+    large = large_regions(~np.isfinite(depth), p.blind_hole_px_for(intr))
+    if large is None:
         return np.zeros(depth.shape, bool)
     b = p.bridge_px
-    return cv2.dilate(large[lab].astype(np.uint8), np.ones((2 * b + 1, 2 * b + 1), np.uint8),
+    return cv2.dilate(large.view(np.uint8), np.ones((2 * b + 1, 2 * b + 1), np.uint8),
                       borderType=cv2.BORDER_CONSTANT, borderValue=0) > 0
 
 
@@ -1227,14 +1239,11 @@ def blind_spot_share(depth: np.ndarray, intr: Intrinsics, ext: Extrinsics,
         return 0.0
     h2, w2 = intr.height // 2, intr.width // 2
     q = holes[:2 * h2, :2 * w2]
-    holes = q[0::2, 0::2] & q[1::2, 0::2] & q[0::2, 1::2] & q[1::2, 1::2]
-    n, lab, stats, _ = cv2.connectedComponentsWithStats(holes.view(np.uint8), connectivity=4,
-                                                        ltype=cv2.CV_32S)
-    large = 4 * stats[:, cv2.CC_STAT_AREA] >= min_px
-    large[0] = False      # label 0: everything with depth
-    if not large.any():
+    blocks = q[0::2, 0::2] & q[1::2, 0::2] & q[0::2, 1::2] & q[1::2, 1::2]
+    blind = large_regions(blocks, -(-min_px // 4))      # 4 pixels a block
+    if blind is None:
         return 0.0
-    return float(np.count_nonzero(large[lab.reshape(-1)[inside]])) / inside.size
+    return float(np.count_nonzero(blind.reshape(-1)[inside])) / inside.size
 
 
 def height_scene(depth_m: np.ndarray, intr: Intrinsics, ext: Extrinsics) -> HeightScene:

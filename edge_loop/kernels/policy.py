@@ -41,6 +41,7 @@ import cv2
 import numpy as np
 
 from edge_loop.kernels.grasp_types import MAX_OPENING, PlanarGrasp
+from edge_loop.kernels.object_locator import large_regions
 from edge_loop.kernels.occupancy import OCC_OCCUPIED, OCC_UNKNOWN, GridSpec
 
 PHASES = ('observe', 'approach', 'descend', 'close', 'confirm', 'lift', 'place', 'release',
@@ -200,14 +201,8 @@ def unobserved_regions(grid: np.ndarray, min_cells: int) -> np.ndarray:
 
     ``min_cells`` 0: none (unknown counts as free).
     """
-    unknown = grid == OCC_UNKNOWN
-    if min_cells <= 0 or np.count_nonzero(unknown) < min_cells:
-        return np.zeros(grid.shape, dtype=bool)
-    n, lab, stats, _ = cv2.connectedComponentsWithStats(unknown.view(np.uint8), connectivity=4,
-                                                        ltype=cv2.CV_32S)
-    large = stats[:, cv2.CC_STAT_AREA] >= min_cells
-    large[0] = False     # label 0: the observed cells
-    return large[lab]
+    large = large_regions(grid == OCC_UNKNOWN, min_cells) if min_cells > 0 else None
+    return np.zeros(grid.shape, dtype=bool) if large is None else large
 
 
 def check_grasp_clear(grasp: PlanarGrasp, grid: np.ndarray, spec: GridSpec,
