@@ -11,7 +11,7 @@ false detection which truth label it lies on (split of an object, floor, an invi
 object). Optionally saves PNG crops (colour | truth | detections).
 
     python bench/analyse_locator_misses.py --seed 300000 --scenes 200 [--crops DIR]
-        [--json out.json] [--param name=value ...]
+        [--json out.json] [--param name=value ...] [--truth sensed]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from edge_loop.sim.lighting import CONDITION_NAMES
 from edge_loop.sim.world import SimWorld
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_vision import MATCH_RADIUS  # noqa: E402
+from bench_vision import MATCH_RADIUS, sensed_centroids  # noqa: E402
 
 
 def greedy_match(objects, truth):
@@ -88,7 +88,9 @@ def crop_png(path: Path, frame, det_lab, bbox, pad=30):
     cv2.imwrite(str(path), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
 
 
-def analyse(seeds, params: LocatorParams, crops: Path | None, conditions=CONDITION_NAMES):
+def analyse(seeds, params: LocatorParams, crops: Path | None, conditions=CONDITION_NAMES,
+            sensed: bool = False):
+    """``sensed``: score against what the sensors can see (bench_vision's sensor-aware truth)."""
     events = []
     totals = {c: Counter() for c in conditions}
     errors = {c: [] for c in conditions}
@@ -99,7 +101,8 @@ def analyse(seeds, params: LocatorParams, crops: Path | None, conditions=CONDITI
             for cond in conditions:
                 world.set_lighting(cond)
                 frame = world.render()
-                truth = world.visible_centroids(frame)
+                truth = (sensed_centroids(world, frame) if sensed
+                         else world.visible_centroids(frame))
                 intr, ext = frame.intrinsics, world.extrinsics
                 objs = locate_objects(frame.color, frame.depth_mm, intr, ext, params)
                 m = greedy_match(objs, truth)
@@ -212,6 +215,8 @@ def main(argv=None) -> int:
     ap.add_argument('--json', type=Path)
     ap.add_argument('--param', nargs='*', default=[], help='LocatorParams overrides name=value')
     ap.add_argument('--conditions', nargs='*', default=list(CONDITION_NAMES))
+    ap.add_argument('--truth', choices=('sim', 'sensed'), default='sim',
+                    help="visible objects: the sim's definition or what the sensors can see")
     args = ap.parse_args(argv)
     if args.seed >= 100000 and args.seed < 200000:
         raise SystemExit('held-out seeds (100000+) are not for analysis/tuning')
@@ -225,9 +230,9 @@ def main(argv=None) -> int:
         args.crops.mkdir(parents=True, exist_ok=True)
     t = time.time()
     events, totals, errors = analyse(range(args.seed, args.seed + args.scenes), params,
-                                     args.crops, args.conditions)
+                                     args.crops, args.conditions, args.truth == 'sensed')
     print(f'# {args.scenes} training scenes from seed {args.seed}, params {over or "default"}, '
-          f'{time.time() - t:.0f} s\n')
+          f'truth {args.truth}, {time.time() - t:.0f} s\n')
     print('| lighting | visible | missed | false | detected | false % | med mm | p95 mm |')
     print('|---|---|---|---|---|---|---|---|')
     for c, tot in totals.items():

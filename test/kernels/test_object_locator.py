@@ -304,6 +304,47 @@ def test_clipped_channel_must_be_dominant_in_both_regions():
 
 
 @pytest.mark.parametrize('locate', LOCATORS)
+def test_washed_out_objects_of_different_hues_stay_apart(locate):
+    # Glare-washed (light of the lamp's colour added): a pale red box beside a 1 cm taller
+    # pale green one. Their display chromaticities are 0.023 apart (under merge_color), so
+    # the colour test joins them; less their smallest channel in linear light, one is red
+    # and the other green: the hue veto keeps them apart. Two faces of one pale red object
+    # (the same hue) still join.
+    for other, expected in (((230, 238, 231), 2), ((238, 231, 231), 1)):
+        pair = (Box(-0.025, 0.0, 0.0, 0.05, 0.05, 0.03, rgb=(238, 230, 230)),
+                Box(0.025, 0.0, 0.0, 0.05, 0.05, 0.04, rgb=other))
+        f = scene(640, 480, boxes=pair)
+        assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics)) == expected, other
+        # Without the veto the washed-out colours decide alone: one object either way.
+        assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics,
+                          LocatorParams(merge_hue_veto=0.0))) == 1
+
+
+def test_hue_veto_needs_hue_in_both_regions_and_an_unblurred_frame():
+    # Display colours alike (chromaticity L1 0.02), 40 shared border pairs.
+    intr = scene(640, 480, boxes=()).intrinsics
+    floor = np.array([150.0, 140.0, 120.0])
+    sums = {1: np.array([238.0, 230.0, 230.0]) * 500, 2: np.array([230.0, 238.0, 231.0]) * 500}
+    counts = {1: 500, 2: 500}
+    contact = {(1, 2): 40}
+    red, green = np.array([0.065, 0.0, 0.0]), np.array([0.0, 0.065, 0.007])
+
+    def root(hue_2, n_2=500, restored=None):
+        hue = ({1: red * 500, 2: hue_2 * n_2}, {1: 500, 2: n_2})
+        return merge_regions(sums, counts, contact, floor, DEFAULT_PARAMS, intr,
+                             restored=restored, hue=hue)
+
+    assert root(green) == {1: 1, 2: 2}                 # hues differ: vetoed
+    assert root(red * 1.02) == {1: 1, 2: 1}            # one hue: joined
+    assert root(green, n_2=10) == {1: 1, 2: 1}         # too few unclipped pixels to tell
+    assert root(green * 0.2) == {1: 1, 2: 1}           # near grey: no hue to compare
+    assert merge_regions(sums, counts, contact, floor, DEFAULT_PARAMS, intr) == {1: 1, 2: 1}
+    # In a blurred frame (restored colours given) the floor's hue mixes in: no veto.
+    restored = {1: np.array([0.86, 0.79, 0.79]) * 500, 2: np.array([0.79, 0.86, 0.80]) * 500}
+    assert root(green, restored=restored) == {1: 1, 2: 1}
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
 def test_object_touching_a_floor_blended_one_along_a_short_border_stays_apart(locate):
     # The colours of test_edge_blended_with_the_floor_joins_its_object, but the boxes share
     # only 16 mm of their sides (~13 px against ~39 px = sqrt of the smaller one's pixels):
