@@ -40,12 +40,11 @@ from collections import deque
 
 import numpy as np
 from bench_transport import (
-    IOX2_PREFIX,
     RATE_HZ,
     WARMUP,
-    Proc,
     cleanup_shm,
     emit,
+    run_ab_round,
     run_paced,
 )
 
@@ -221,23 +220,7 @@ def run_consumer(lead_us: int) -> None:
 
 
 def measure(lead_us: int, consumers: int, frames: int) -> dict[str, np.ndarray]:
-    env = {**os.environ, 'EDGE_LOOP_IOX2_PREFIX': IOX2_PREFIX}
-    cons = [Proc(['--role', 'consumer', '--lead-us', str(lead_us)], env, script=__file__)
-            for _ in range(consumers)]
-    for c in cons:
-        c.wait_event('ready', 60.0)
-    prod = Proc(['--role', 'producer', '--frames', str(frames)], env, script=__file__)
-    prod.wait_event('producer', frames / RATE_HZ + 60.0)
-    prod.finish(sig=None)
-    time.sleep(0.5)
-    out: dict[str, list[int]] = {}
-    for c in cons:
-        c.finish()
-        result = c.wait_event('consumer', 5.0) or {}
-        for key, values in result.items():
-            if isinstance(values, list):
-                out.setdefault(key, []).extend(values)
-    return {k: np.asarray(v, dtype=np.float64) / 1e3 for k, v in out.items()}
+    return run_ab_round(__file__, ['--lead-us', str(lead_us)], [], consumers, frames)
 
 
 def main() -> int:

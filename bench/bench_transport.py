@@ -336,6 +336,32 @@ class Proc:
         self._thread.join(2.0)
 
 
+def run_ab_round(script: str, consumer_argv: list[str], producer_argv: list[str],
+                 consumers: int, frames: int) -> dict[str, np.ndarray]:
+    """One round of a per-frame A/B bench (bench_wake_yield, bench_prewake), in us.
+
+    Starts ``consumers`` consumer processes of ``script``, then its producer for ``frames``
+    frames, stops the consumers and joins the lists of their result lines by key (ns -> us).
+    """
+    env = {**os.environ, 'EDGE_LOOP_IOX2_PREFIX': IOX2_PREFIX}
+    cons = [Proc(['--role', 'consumer', *consumer_argv], env, script=script)
+            for _ in range(consumers)]
+    for c in cons:
+        c.wait_event('ready', 60.0)
+    prod = Proc(['--role', 'producer', '--frames', str(frames), *producer_argv], env,
+                script=script)
+    prod.wait_event('producer', frames / RATE_HZ + 60.0)
+    prod.finish(sig=None)
+    time.sleep(0.5)
+    out: dict[str, list[float]] = {}
+    for c in cons:
+        c.finish()
+        for key, values in (c.wait_event('consumer', 5.0) or {}).items():
+            if isinstance(values, list):
+                out.setdefault(key, []).extend(values)
+    return {k: np.asarray(v, dtype=np.float64) / 1e3 for k, v in out.items()}
+
+
 def run_config(variant: str, payload: str, consumers: int, frames: int,
                domain_id: int, pin: bool = False) -> dict:
     from edge_loop.testing import domain_env

@@ -25,13 +25,12 @@ import time
 
 import numpy as np
 from bench_transport import (
-    IOX2_PREFIX,
     RATE_HZ,
     TAIL,
     WARMUP,
-    Proc,
     cleanup_shm,
     emit,
+    run_ab_round,
     run_paced,
 )
 
@@ -80,22 +79,7 @@ def run_consumer() -> None:
 
 
 def measure(work_us: float, consumers: int, frames: int) -> dict[str, np.ndarray]:
-    env = {**os.environ, 'EDGE_LOOP_IOX2_PREFIX': IOX2_PREFIX}
-    cons = [Proc(['--role', 'consumer'], env, script=__file__) for _ in range(consumers)]
-    for c in cons:
-        c.wait_event('ready', 60.0)
-    prod = Proc(['--role', 'producer', '--work-us', str(work_us), '--frames', str(frames)],
-                env, script=__file__)
-    prod.wait_event('producer', frames / RATE_HZ + 60.0)
-    prod.finish(sig=None)
-    time.sleep(0.5)
-    out: dict[str, list[float]] = {'plain': [], 'yielded': []}
-    for c in cons:
-        c.finish()
-        result = c.wait_event('consumer', 5.0) or {}
-        for arm in out:
-            out[arm].extend(result.get(arm, []))
-    return {arm: np.asarray(v, dtype=np.float64) / 1e3 for arm, v in out.items()}
+    return run_ab_round(__file__, [], ['--work-us', str(work_us)], consumers, frames)
 
 
 def main() -> int:
@@ -122,7 +106,7 @@ def main() -> int:
                 arms = measure(work, consumers, args.frames)
                 cells = []
                 for arm in ('plain', 'yielded'):
-                    lat = arms[arm]
+                    lat = arms.get(arm, np.zeros(0))
                     cells.append(' '.join(f'{np.percentile(lat, q):{w}.0f}' if lat.size else
                                           f'{"-":>{w}}' for q, w in ((50, 9), (90, 6), (99, 6))))
                 print(f'{work:8.0f} {consumers:9d} | {cells[0]} | {cells[1]}', flush=True)
