@@ -970,10 +970,10 @@ def locate_objects_reference(color_rgb: np.ndarray | None, depth_m: np.ndarray,
         for (r, c), rank in grown.items():
             if fg[r, c]:
                 sums[rank] += np.asarray(color_rgb[r, c], np.float64)
-                linear_sums[rank] += linear_light(color_rgb[r, c])
+                lin = linear_light(color_rgb[r, c])
+                linear_sums[rank] += lin
                 counts[rank] += 1
-                if max(color_rgb[r, c]) < p.merge_clip_level:
-                    lin = linear_light(color_rgb[r, c])
+                if max(color_rgb[r, c]) < p.merge_clip_level:   # no channel clipped
                     hue_sums[rank] += lin - lin.min()
                     hue_counts[rank] += 1
             perimeter[rank] += sum(grown.get(q) != rank for q in (
