@@ -214,7 +214,9 @@ def main(argv=None) -> int:
     ap.add_argument('--crops', type=Path)
     ap.add_argument('--json', type=Path)
     ap.add_argument('--param', nargs='*', default=[], help='LocatorParams overrides name=value')
-    ap.add_argument('--conditions', nargs='*', default=list(CONDITION_NAMES))
+    ap.add_argument('--conditions', nargs='*', default=list(CONDITION_NAMES),
+                    help='rendered in this order per scene; the sensor noise of a frame depends '
+                         'on the frames before it, so compare runs with the same list')
     ap.add_argument('--truth', choices=('sim', 'sensed'), default='sim',
                     help="visible objects: the sim's definition or what the sensors can see")
     args = ap.parse_args(argv)
