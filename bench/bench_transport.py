@@ -147,7 +147,7 @@ def run_core_producer(args: argparse.Namespace) -> None:
 
 
 def run_core_consumer(args: argparse.Namespace) -> None:
-    from edge_loop.transport.shm import ShmSubscriber, decode
+    from edge_loop.transport.shm import ShmSubscriber
 
     latencies: list[int] = []
     phases: list[tuple[int, int, int]] = []
@@ -157,7 +157,7 @@ def run_core_consumer(args: argparse.Namespace) -> None:
     holder: dict[str, ShmSubscriber] = {}
 
     def on_sample(sample, receive_ns: int) -> None:
-        header, color, depth = decode(sample)
+        header, color, depth = holder['sub'].decode(sample)
         view = color if color is not None else depth
         now = time.monotonic_ns()
         seq = int(header.stamp_sec)

@@ -38,7 +38,12 @@ from edge_loop import topics
 from edge_loop.images import ImageFormatError, image_to_array
 from edge_loop.transport import shm as shm_mod
 from edge_loop.transport.frame import RgbdFrame
-from edge_loop.transport.header import MAX_STAGES, plane_geometry, read_camera_info
+from edge_loop.transport.header import (
+    MAX_STAGES,
+    FrameHeader,
+    plane_geometry,
+    read_camera_info,
+)
 from edge_loop.transport.header import write_camera_info as _write_info
 from edge_loop.transport.sync import StampSynchroniser
 
@@ -104,8 +109,9 @@ def _resolve(node: Any, transport: str, what: str) -> str:
     return transport
 
 
-def _shm_camera_info(sample: Any, header: Any) -> Any:
+def _shm_camera_info(sample: Any) -> Any:
     """CameraInfo carried in a sample's header, or None when the producer gave none."""
+    header = FrameHeader.from_address(sample.user_header_ptr)
     if not header.has_info:
         return None
     msg = read_camera_info(header.info, CameraInfo())
@@ -115,8 +121,15 @@ def _shm_camera_info(sample: Any, header: Any) -> Any:
     return msg
 
 
-def _shm_stage_times(sample: Any, header: Any, wake_ns: int, receive_ns: int) -> dict[str, int]:
+def _planes(color: np.ndarray | None, depth: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    if color is None:
+        return () if depth is None else (depth,)
+    return (color,) if depth is None else (color, depth)
+
+
+def _shm_stage_times(sample: Any, wake_ns: int, receive_ns: int) -> dict[str, int]:
     """The producer's stage timestamps plus this consumer's wake and receive."""
+    header = FrameHeader.from_address(sample.user_header_ptr)
     times = {header.stages[i].name.decode(): int(header.stages[i].t_ns)
              for i in range(min(int(header.n_stages), MAX_STAGES))}
     times['wake'] = wake_ns
@@ -486,8 +499,9 @@ class FrameReader:
     # --- shm ------------------------------------------------------------------------------
     def _on_sample(self, sample: Any, receive_ns: int) -> None:
         self._shm_seen = True
-        header, color, depth = shm_mod.decode(sample)
-        writer_id, seq = int(header.writer_id), int(header.seq)
+        sub = self._shm   # None only for a frame that beats the constructor's assignment
+        info, color, depth = shm_mod.decode(sample, sub.views if sub is not None else None)
+        writer_id, seq = info.writer_id, info.seq
         if writer_id != self._writer_id:
             if self._writer_id:
                 self.stats['restarts'] += 1
@@ -496,20 +510,19 @@ class FrameReader:
             self.stats['superseded'] += seq - self._last_seq - 1
             self.stats['dropped'] += seq - self._last_seq - 1
         self._last_seq = seq
-        stamp_ns = int(header.stamp_sec) * 1_000_000_000 + int(header.stamp_nanosec)
-        wake_ns = self._shm.wake_ns if self._shm is not None else receive_ns
         # Decoded on first use; the partials hold the sample, so the header stays mapped.
         frame = RgbdFrame(
-            color=color, depth=depth, color_encoding=header.color.encoding.decode(),
-            depth_encoding=header.depth.encoding.decode(), stamp_ns=stamp_ns,
-            frame_id=header.frame_id.decode(), seq=seq, writer_id=writer_id,
-            send_time_ns=int(header.send_ns), receive_time_ns=receive_ns, transport='shm',
-            info_factory=functools.partial(_shm_camera_info, sample, header),
-            stage_factory=functools.partial(_shm_stage_times, sample, header, wake_ns,
+            color=color, depth=depth, color_encoding=info.color_encoding,
+            depth_encoding=info.depth_encoding,
+            stamp_ns=info.stamp_sec * 1_000_000_000 + info.stamp_nanosec,
+            frame_id=info.frame_id, seq=seq, writer_id=writer_id,
+            send_time_ns=info.send_ns, receive_time_ns=receive_ns, transport='shm',
+            info_factory=functools.partial(_shm_camera_info, sample),
+            stage_factory=functools.partial(_shm_stage_times, sample,
+                                            sub.wake_ns if sub is not None else receive_ns,
                                             receive_ns),
-            buffers=tuple(a for a in (color, depth) if a is not None),
-            on_audit=self._count_audit)
-        del sample, header, color, depth
+            buffers=_planes(color, depth), on_audit=self._count_audit)
+        del sample, color, depth
         self._deliver(frame)
         if self.audit:   # after the callback: the check costs the consumer, not the latency
             frame.audit(*frame._buffers)

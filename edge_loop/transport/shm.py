@@ -26,22 +26,25 @@ import ctypes
 import os
 import secrets
 import select
+import struct
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from edge_loop.images import ENCODINGS
 from edge_loop.transport.header import (
     MAGIC,
+    PLANE_ALIGN,
     VERSION,
     FrameHeader,
     PlaneDesc,
     align_up,
     plane_geometry,
-    plane_shape,
     set_plane,
 )
 from edge_loop.transport.poll import ArrivalPredictor
@@ -319,7 +322,7 @@ class ShmPublisher:
 class ShmSubscriber:
     """Consumer side of a frame channel: a thread wakes on the event and hands samples on.
 
-    ``on_sample(sample, receive_ns)`` gets the newest iceoryx2 sample (see :func:`decode`); it
+    ``on_sample(sample, receive_ns)`` gets the newest iceoryx2 sample (see :meth:`decode`); it
     runs in the subscriber's thread.
     """
 
@@ -332,6 +335,7 @@ class ShmSubscriber:
         self.wake_ns = 0
         self.polled = 0        # frames found by polling (no wake-up)
         self.poll_misses = 0   # polling windows that ended without a frame
+        self.views = PlaneViewCache()
         self._node = _acquire_node()
         try:
             self._pubsub, self._event = _open_services(self._node, channel)
@@ -346,6 +350,18 @@ class ShmSubscriber:
         _open_channels.add(self)
         self._thread = threading.Thread(target=self._run, name=f'shm:{channel}', daemon=True)
         self._thread.start()
+
+    def decode(self, sample: Any) -> tuple[SampleInfo, np.ndarray | None, np.ndarray | None]:
+        """:func:`decode` with this subscriber's lent views; call it from ``on_sample``."""
+        return decode(sample, self.views)
+
+    def _receive(self) -> Any:
+        try:
+            return self._subscriber.receive()
+        except Exception:  # noqa: BLE001 - too many borrowed: maybe only by idle lent views
+            if not self.views.give_back_idle():
+                raise
+            return self._subscriber.receive()
 
     def _set_priority(self) -> None:
         try:
@@ -419,7 +435,7 @@ class ShmSubscriber:
             # The buffer holds one sample, the newest (safe overflow replaced older ones):
             # one receive per wake-up is enough.
             try:
-                latest = self._subscriber.receive()
+                latest = self._receive()
             except Exception as exc:  # noqa: BLE001 - e.g. too many borrowed samples
                 self.borrow_limit_hits += 1
                 self._on_error(f'receive failed ({exc}): the consumer still holds '
@@ -439,6 +455,8 @@ class ShmSubscriber:
                 del sample   # released here unless the consumer kept a view on it
             except Exception as exc:  # noqa: BLE001 - a bad frame must not kill the thread
                 self._on_error(f'frame handling failed: {type(exc).__name__}: {exc}')
+            # After the callback, off the latency path: samples whose views nobody holds now.
+            self.views.give_back_idle()
 
     def _drop_ports(self) -> None:
         for attr in ('_listener', '_subscriber'):
@@ -461,54 +479,204 @@ class ShmSubscriber:
             notifier.delete()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=5.0)
+        self.views.clear()
         self._drop_ports()
         _release_node()
 
 
-_layouts: dict[bytes, tuple[Any, Any, int]] = {}
+# The header's fixed part (ids, stamps, frame id, both plane descriptors) in one unpack: a
+# ctypes field read costs as much as a whole unpack once the caches are cold.
+_FIXED = struct.Struct('=IIQQiIq64s' + 'QQII16s' * 2)
+_FixedBytes = ctypes.c_char * _FIXED.size
+if (_FIXED.size != FrameHeader.depth.offset + ctypes.sizeof(PlaneDesc)
+        or FrameHeader.color.offset != _FIXED.size - 2 * ctypes.sizeof(PlaneDesc)):
+    raise ImportError('FrameHeader layout and its struct format disagree')
+_CACHE_LIMIT = 64
 
 
-_PLANES_OFFSET = FrameHeader.color.offset
-_PLANES_SIZE = FrameHeader.depth.offset + ctypes.sizeof(PlaneDesc) - _PLANES_OFFSET
+class SampleInfo(NamedTuple):
+    """What :func:`decode` reads from a sample's header (the rest stays in the header)."""
+
+    writer_id: int
+    seq: int
+    stamp_sec: int
+    stamp_nanosec: int
+    send_ns: int
+    frame_id: str
+    color_encoding: str
+    depth_encoding: str
 
 
-def _layout(header: FrameHeader) -> tuple[Any, Any, int]:
-    """((offset, shape, dtype) | None for colour and depth, bytes needed) of a header."""
-    # The raw bytes of both plane descriptors are the cache key (cheaper than the fields).
-    key = ctypes.string_at(ctypes.addressof(header) + _PLANES_OFFSET, _PLANES_SIZE)
-    layout = _layouts.get(key)
+class _Layout(NamedTuple):
+    color: tuple[int, tuple[int, ...], np.dtype] | None   # (offset, shape, dtype)
+    depth: tuple[int, tuple[int, ...], np.dtype] | None
+    end: int
+    color_encoding: str
+    depth_encoding: str
+
+
+_layouts: dict[tuple, _Layout] = {}
+_frame_ids: dict[bytes, str] = {}
+
+
+def _c_string(raw: bytes) -> str:
+    return raw.split(b'\0', 1)[0].decode(errors='replace')
+
+
+def _plane(offset: int, nbytes: int, height: int, width: int,
+           encoding: str) -> tuple[int, tuple[int, ...], np.dtype] | None:
+    if nbytes == 0:
+        return None
+    if encoding not in ENCODINGS:
+        raise ValueError(f'sample has unsupported encoding {encoding!r}')
+    dtype, channels = ENCODINGS[encoding]
+    shape = (height, width, channels) if channels > 1 else (height, width)
+    if height * width * channels * dtype.itemsize != nbytes:
+        raise ValueError(f'plane {width}x{height} {encoding} does not match its {nbytes} bytes')
+    if offset % PLANE_ALIGN:
+        raise ValueError(f'plane offset {offset} is not {PLANE_ALIGN}-byte aligned')
+    return offset, shape, dtype
+
+
+def _layout(planes: tuple) -> _Layout:
+    """Where both planes lie, from the header's two plane descriptors (cached by their value)."""
+    layout = _layouts.get(planes)
     if layout is None:
-        planes: list[Any] = []
-        end = 0
-        for desc in (header.color, header.depth):
-            geo = plane_shape(desc)
-            if geo is None:
-                planes.append(None)
-                continue
-            if desc.offset % 64:
-                raise ValueError(f'plane offset {desc.offset} is not 64-byte aligned')
-            planes.append((int(desc.offset), geo[0], geo[1]))
-            end = max(end, int(desc.offset + desc.nbytes))
-        layout = (planes[0], planes[1], end)
-        if len(_layouts) > 64:
+        c_enc, d_enc = _c_string(planes[4]), _c_string(planes[9])
+        color, depth = _plane(*planes[:4], c_enc), _plane(*planes[5:9], d_enc)
+        end = max(planes[0] + planes[1] if color else 0, planes[5] + planes[6] if depth else 0)
+        layout = _Layout(color, depth, end, c_enc if color else '', d_enc if depth else '')
+        if len(_layouts) >= _CACHE_LIMIT:
             _layouts.clear()
-        _layouts[key] = layout
+        _layouts[planes] = layout
     return layout
 
 
-def decode(sample: Any) -> tuple[FrameHeader, np.ndarray | None, np.ndarray | None]:
-    """(header, colour, depth) of a received sample; the planes are read-only views on it."""
-    header = FrameHeader.from_address(sample.user_header_ptr)
-    if header.magic != MAGIC or header.version != VERSION:
-        raise ValueError(f'sample header magic/version {header.magic:#x}/{header.version} '
+class _LentViews:
+    """The read-only plane views of one sample slot, lent to each frame received in it.
+
+    Each view's base is a :class:`_SampleMemory` that holds the sample now in the slot; every
+    view a consumer derives (a slice, a transpose, a memoryview) references the plane view.
+    So when the views' and holders' reference counts are back to what this object itself
+    holds, nobody can still see the memory and the sample can go back to the producer.
+    """
+
+    __slots__ = ('views', '_holders', '_tracked', '_baseline')
+
+    def __init__(self, sample: Any, layout: _Layout) -> None:
+        ptr = sample.payload_ptr
+        holders: list[_SampleMemory | None] = []
+        for geo in (layout.color, layout.depth):
+            holders.append(None if geo is None else
+                           _SampleMemory(ptr + geo[0], geo[1], geo[2].str, True, sample))
+        self._holders = tuple(h for h in holders if h is not None)
+        self.views = tuple(None if h is None else np.asarray(h) for h in holders)
+        del holders
+        self._tracked = self._holders + tuple(v for v in self.views if v is not None)
+        self._baseline = self._refcounts()
+
+    def _refcounts(self) -> tuple[int, ...]:
+        return tuple(sys.getrefcount(obj) for obj in self._tracked)
+
+    @property
+    def lent(self) -> bool:
+        return self._holders[0].sample is not None
+
+    def lend(self, sample: Any) -> tuple[np.ndarray | None, np.ndarray | None]:
+        for holder in self._holders:
+            holder.sample = sample
+        return self.views
+
+    def give_back_if_unused(self) -> bool:
+        """Drop the sample when no view of it is referenced outside this object."""
+        if self._refcounts() != self._baseline:
+            return False
+        for holder in self._holders:
+            holder.sample = None
+        return True
+
+
+class PlaneViewCache:
+    """Plane views made once per sample slot and lent to every frame received in that slot.
+
+    Making two numpy views costs ~40 us a frame in a reader thread whose caches went cold in
+    the 33 ms since the last frame; looking them up costs a few. The producer's pool has a
+    fixed set of slots, so a subscriber sees the same few payload addresses over and over.
+    A slot's views are lent out again only after :meth:`give_back_idle` found that nobody
+    references them any more, so the frame contract holds: a frame, or any view on it, keeps
+    its sample borrowed. Used by one reader thread only.
+    """
+
+    def __init__(self) -> None:
+        self._slots: dict[tuple[int, tuple], _LentViews] = {}
+        self._lent: list[_LentViews] = []
+        self.hits = 0
+        self.misses = 0
+
+    def views(self, sample: Any, planes: tuple,
+              layout: _Layout) -> tuple[np.ndarray | None, np.ndarray | None]:
+        if layout.color is None and layout.depth is None:
+            return None, None
+        key = (sample.payload_ptr, planes)
+        slot = self._slots.get(key)
+        if slot is not None and not slot.lent:
+            self.hits += 1
+        else:
+            self.misses += 1
+            if slot is not None:   # still in use: cannot happen while iceoryx2 holds the slot
+                return _LentViews(sample, layout).views
+            if len(self._slots) >= _CACHE_LIMIT:
+                self._slots = {k: v for k, v in self._slots.items() if v.lent}
+                if len(self._slots) >= _CACHE_LIMIT:
+                    return _LentViews(sample, layout).views
+            slot = self._slots[key] = _LentViews(sample, layout)
+        self._lent.append(slot)
+        return slot.lend(sample)
+
+    @property
+    def in_use(self) -> int:
+        """Slots whose views were lent and not yet found unreferenced."""
+        return len(self._lent)
+
+    def give_back_idle(self) -> int:
+        """Release the samples of lent views nobody references any more; returns how many."""
+        still = [slot for slot in self._lent if not slot.give_back_if_unused()]
+        released = len(self._lent) - len(still)
+        self._lent = still
+        return released
+
+    def clear(self) -> None:
+        """Forget every slot (its views stay valid for whoever still holds them)."""
+        self.give_back_idle()
+        self._slots.clear()
+        self._lent.clear()
+
+
+def decode(sample: Any, cache: PlaneViewCache | None = None,
+           ) -> tuple[SampleInfo, np.ndarray | None, np.ndarray | None]:
+    """(header fields, colour, depth) of a received sample; the planes are read-only views.
+
+    With a ``cache`` (a subscriber's :attr:`ShmSubscriber.views`) the views of the sample's
+    slot are lent instead of made; without one they are made for this sample.
+    """
+    fields = _FIXED.unpack_from(_FixedBytes.from_address(sample.user_header_ptr))
+    if fields[0] != MAGIC or fields[1] != VERSION:
+        raise ValueError(f'sample header magic/version {fields[0]:#x}/{fields[1]} '
                          f'is not edge_loop frame v{VERSION}')
-    color_geo, depth_geo, end = _layout(header)
-    if end > 8 * sample.header.number_of_elements:
-        raise ValueError(f'planes end at byte {end}, the sample has '
+    planes = fields[8:18]
+    layout = _layout(planes)
+    if layout.end > 8 * sample.header.number_of_elements:
+        raise ValueError(f'planes end at byte {layout.end}, the sample has '
                          f'{8 * sample.header.number_of_elements}')
-    ptr = sample.payload_ptr
-    color = (None if color_geo is None else
-             _view(ptr + color_geo[0], color_geo[1], color_geo[2], True, sample))
-    depth = (None if depth_geo is None else
-             _view(ptr + depth_geo[0], depth_geo[1], depth_geo[2], True, sample))
-    return header, color, depth
+    if cache is not None:
+        color, depth = cache.views(sample, planes, layout)
+    else:
+        color, depth = _LentViews(sample, layout).views
+    frame_id = _frame_ids.get(fields[7])
+    if frame_id is None:
+        if len(_frame_ids) >= _CACHE_LIMIT:
+            _frame_ids.clear()
+        frame_id = _frame_ids[fields[7]] = _c_string(fields[7])
+    info = SampleInfo(fields[2], fields[3], fields[4], fields[5], fields[6], frame_id,
+                      layout.color_encoding, layout.depth_encoding)
+    return info, color, depth

@@ -2,8 +2,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Hybrid polling: the arrival predictor, and a polling reader on a real iceoryx2 channel."""
 
-import contextlib
-import os
 import time
 
 import pytest
@@ -90,22 +88,6 @@ def _publish_periodic(publisher, count: int, period_s: float,
         loan.send()
         next_t += period_s
         time.sleep(max(0.0, next_t - time.monotonic()))
-
-
-@pytest.fixture
-def shm(monkeypatch):
-    """edge_loop.transport.shm with a private iceoryx2 prefix, its files removed after."""
-    from edge_loop.transport import shm
-
-    if not shm.available()[0]:
-        pytest.skip(shm.available()[1])
-    prefix = f'eltpoll{os.getpid() % 100000}_'
-    monkeypatch.setenv(shm.PREFIX_ENV, prefix)
-    yield shm
-    for name in os.listdir('/dev/shm'):
-        if name.startswith(prefix):   # iceoryx2's 16-byte global file of the prefix
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join('/dev/shm', name))
 
 
 def test_polling_reader_gets_every_frame_then_stops_polling(shm, monkeypatch):
