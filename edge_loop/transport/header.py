@@ -111,16 +111,21 @@ def align_up(n: int, align: int = PLANE_ALIGN) -> int:
 
 def plane_shape(desc: PlaneDesc) -> tuple[tuple[int, ...], np.dtype] | None:
     """(shape, dtype) of a plane described in a header, or None for an absent plane."""
-    if desc.nbytes == 0:
+    return plane_layout(int(desc.nbytes), int(desc.height), int(desc.width),
+                        desc.encoding.decode())
+
+
+def plane_layout(nbytes: int, height: int, width: int,
+                 encoding: str) -> tuple[tuple[int, ...], np.dtype] | None:
+    """(shape, dtype) of a plane of ``nbytes`` bytes, or None for an absent plane (0 bytes)."""
+    if nbytes == 0:
         return None
-    encoding = desc.encoding.decode()
     if encoding not in ENCODINGS:
         raise ValueError(f'sample has unsupported encoding {encoding!r}')
     dtype, channels = ENCODINGS[encoding]
-    h, w = int(desc.height), int(desc.width)
-    shape = (h, w, channels) if channels > 1 else (h, w)
-    if h * w * channels * dtype.itemsize != desc.nbytes:
-        raise ValueError(f'plane {w}x{h} {encoding} does not match its {desc.nbytes} bytes')
+    shape = (height, width, channels) if channels > 1 else (height, width)
+    if height * width * channels * dtype.itemsize != nbytes:
+        raise ValueError(f'plane {width}x{height} {encoding} does not match its {nbytes} bytes')
     return shape, dtype
 
 

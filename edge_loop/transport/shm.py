@@ -36,7 +36,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from edge_loop.images import ENCODINGS
 from edge_loop.transport.header import (
     MAGIC,
     PLANE_ALIGN,
@@ -45,6 +44,7 @@ from edge_loop.transport.header import (
     PlaneDesc,
     align_up,
     plane_geometry,
+    plane_layout,
     set_plane,
 )
 from edge_loop.transport.poll import ArrivalPredictor
@@ -525,17 +525,12 @@ def _c_string(raw: bytes) -> str:
 
 def _plane(offset: int, nbytes: int, height: int, width: int,
            encoding: str) -> tuple[int, tuple[int, ...], np.dtype] | None:
-    if nbytes == 0:
+    geo = plane_layout(nbytes, height, width, encoding)
+    if geo is None:
         return None
-    if encoding not in ENCODINGS:
-        raise ValueError(f'sample has unsupported encoding {encoding!r}')
-    dtype, channels = ENCODINGS[encoding]
-    shape = (height, width, channels) if channels > 1 else (height, width)
-    if height * width * channels * dtype.itemsize != nbytes:
-        raise ValueError(f'plane {width}x{height} {encoding} does not match its {nbytes} bytes')
     if offset % PLANE_ALIGN:
         raise ValueError(f'plane offset {offset} is not {PLANE_ALIGN}-byte aligned')
-    return offset, shape, dtype
+    return offset, geo[0], geo[1]
 
 
 def _layout(planes: tuple) -> _Layout:
