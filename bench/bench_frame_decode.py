@@ -50,7 +50,7 @@ def _parts(sample, cache: shm_mod.PlaneViewCache) -> dict[str, int]:
     t1 = pc()
     layout = shm_mod._layout(fields[8:18])
     t2 = pc()
-    color, depth = shm_mod._LentViews(sample, layout).views
+    color, depth = shm_mod._make_views(sample, layout)
     t3 = pc()
     del color, depth
     t4 = pc()

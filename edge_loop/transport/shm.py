@@ -547,6 +547,14 @@ def _layout(planes: tuple) -> _Layout:
     return layout
 
 
+def _make_views(sample: Any, layout: _Layout) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Read-only views of a sample's planes, each based on a holder of the sample."""
+    ptr = sample.payload_ptr
+    return tuple(None if geo is None else
+                 _view(ptr + geo[0], geo[1], geo[2], True, sample)
+                 for geo in (layout.color, layout.depth))
+
+
 class _LentViews:
     """The read-only plane views of one sample slot, lent to each frame received in it.
 
@@ -559,14 +567,8 @@ class _LentViews:
     __slots__ = ('views', '_holders', '_tracked', '_baseline')
 
     def __init__(self, sample: Any, layout: _Layout) -> None:
-        ptr = sample.payload_ptr
-        holders: list[_SampleMemory | None] = []
-        for geo in (layout.color, layout.depth):
-            holders.append(None if geo is None else
-                           _SampleMemory(ptr + geo[0], geo[1], geo[2].str, True, sample))
-        self._holders = tuple(h for h in holders if h is not None)
-        self.views = tuple(None if h is None else np.asarray(h) for h in holders)
-        del holders
+        self.views = _make_views(sample, layout)
+        self._holders = tuple(v.base for v in self.views if v is not None)
         self._tracked = self._holders + tuple(v for v in self.views if v is not None)
         self._baseline = self._refcounts()
 
@@ -619,11 +621,11 @@ class PlaneViewCache:
         else:
             self.misses += 1
             if slot is not None:   # still in use: cannot happen while iceoryx2 holds the slot
-                return _LentViews(sample, layout).views
+                return _make_views(sample, layout)
             if len(self._slots) >= _CACHE_LIMIT:
                 self._slots = {k: v for k, v in self._slots.items() if v.lent}
                 if len(self._slots) >= _CACHE_LIMIT:
-                    return _LentViews(sample, layout).views
+                    return _make_views(sample, layout)
             slot = self._slots[key] = _LentViews(sample, layout)
         self._lent.append(slot)
         return slot.lend(sample)
@@ -666,7 +668,7 @@ def decode(sample: Any, cache: PlaneViewCache | None = None,
     if cache is not None:
         color, depth = cache.views(sample, planes, layout)
     else:
-        color, depth = _LentViews(sample, layout).views
+        color, depth = _make_views(sample, layout)
     frame_id = _frame_ids.get(fields[7])
     if frame_id is None:
         if len(_frame_ids) >= _CACHE_LIMIT:

@@ -52,11 +52,15 @@ def test_views_are_read_only_and_on_the_slot(slot):
 ])
 def test_any_reference_keeps_the_sample_lent(slot, keep):
     _, sample, planes, layout, cache = slot
-    kept = keep(*cache.views(sample, planes, layout))
+    views = cache.views(sample, planes, layout)
+    lent_ids = [id(v) for v in views]   # the slot keeps them alive: the ids stay theirs
+    kept = keep(*views)
+    del views
     assert cache.give_back_idle() == 0 and cache.in_use == 1
-    # The slot is still lent: a new sample there would get views of its own, not these.
-    assert cache.views(sample, planes, layout) is not None and cache.misses == 2
-    del kept
+    # The slot is still lent: a new sample there gets views of its own, not these.
+    other = cache.views(sample, planes, layout)
+    assert [id(v) for v in other] != lent_ids and cache.misses == 2
+    del kept, other
     assert cache.give_back_idle() == 1 and cache.in_use == 0
 
 
@@ -113,28 +117,36 @@ def test_a_kept_frame_stays_intact_while_the_channel_goes_on(shm):
 
     holder['sub'] = sub = shm.ShmSubscriber('lent/test', on_sample, errors.append)
     pub = shm.ShmPublisher('lent/test', 64, 48)
+
+    def send(seq: int) -> int:   # one frame every 10 ms, every pixel = its sequence number
+        loan = pub.loan(SHAPE, 'rgb8', (6, 8), '16UC1')
+        loan.header.seq, loan.header.stamp_sec = seq, seq
+        loan.header.frame_id = b'cam'
+        loan.color[...] = seq % 256
+        loan.depth[...] = seq
+        loan.send()
+        time.sleep(0.01)
+        return seq
+
     try:
         seq = 0
         deadline = time.monotonic() + 10.0
         while len(frames) < 30 and time.monotonic() < deadline:
-            seq += 1
-            loan = pub.loan(SHAPE, 'rgb8', (6, 8), '16UC1')
-            loan.header.seq, loan.header.stamp_sec = seq, seq
-            loan.header.frame_id = b'cam'
-            loan.color[...] = seq % 256
-            loan.depth[...] = seq
-            loan.send()
-            time.sleep(0.01)
+            seq = send(seq + 1)
         assert len(frames) >= 30 and 3 in frames, frames
         assert errors == []
         # Frame 3's memory was never handed back to the producer: still its bytes.
         assert kept and (kept[0] == 3).all()
         assert sub.views.hits > 0, 'no slot was ever lent again'
         assert sub.views.in_use <= 2
+        # Let frame 3 go: the reader gives it back after its next callback.
         kept.clear()
-        time.sleep(0.05)
-        sub.views.give_back_idle()   # normally the reader thread's, after a callback
-        assert sub.views.in_use <= 1
+        seen = len(frames)
+        deadline = time.monotonic() + 10.0
+        while (len(frames) == seen or sub.views.in_use) and time.monotonic() < deadline:
+            seq = send(seq + 1)
+        assert sub.views.in_use == 0, 'frame 3 was not given back after it was dropped'
+        assert errors == []
     finally:
         sub.close()
         pub.close()
