@@ -345,6 +345,53 @@ def test_hue_veto_needs_hue_in_both_regions_and_an_unblurred_frame():
 
 
 @pytest.mark.parametrize('locate', LOCATORS)
+def test_one_object_washed_paler_on_one_side_joins_by_its_hue(locate):
+    # Glare or a highlight adds white light to the part of a red object nearer it: in linear
+    # light the pale part is the red plus 0.25 of white. Display chromaticities then differ by
+    # ~0.5 (far over every colour limit; a 1 cm step between the parts, so no smooth border),
+    # but less its smallest channel the pale part is the same red: one object. A green part
+    # washed alike is another object whatever the join allows.
+    def washed(rgb):
+        lin = (np.asarray(rgb) / 255.0) ** 2.2 + 0.25
+        return tuple(int(v) for v in np.rint(255 * np.clip(lin, 0, 1) ** (1 / 2.2)))
+
+    for other, expected in (((200, 40, 40), 1), ((40, 200, 40), 2)):
+        pair = (Box(-0.025, 0.0, 0.0, 0.05, 0.05, 0.03, rgb=(200, 40, 40)),
+                Box(0.025, 0.0, 0.0, 0.05, 0.05, 0.04, rgb=washed(other)))
+        f = scene(640, 480, boxes=pair)
+        assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics)) == expected, other
+        assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics,
+                          LocatorParams(merge_hue_join=0.0))) == 2
+
+
+def test_hue_join_needs_hue_in_both_regions_and_an_unblurred_frame():
+    # Display colours far apart (a red and a pale red), 40 shared border pairs.
+    intr = scene(640, 480, boxes=()).intrinsics
+    floor = np.array([150.0, 140.0, 120.0])
+    sums = {1: np.array([200.0, 40.0, 40.0]) * 500, 2: np.array([235.0, 140.0, 140.0]) * 500}
+    counts = {1: 500, 2: 500}
+    contact = {(1, 2): 40}
+    red = np.array([0.567, 0.0, 0.0])
+
+    def root(hue_2, n_2=500, restored=None, params=DEFAULT_PARAMS):
+        hue = ({1: red * 500, 2: hue_2 * n_2}, {1: 500, 2: n_2})
+        return merge_regions(sums, counts, contact, floor, params, intr, restored=restored,
+                             hue=hue)
+
+    assert root(red * 0.98 + np.array([0.0, 0.01, 0.0])) == {1: 1, 2: 1}   # one hue
+    assert root(red, params=LocatorParams(merge_hue_join=0.0)) == {1: 1, 2: 2}
+    assert root(np.array([0.5, 0.05, 0.0])) == {1: 1, 2: 2}     # hues 0.18 apart
+    assert root(red, n_2=10) == {1: 1, 2: 2}                     # too few unclipped pixels
+    assert root(red * 0.02) == {1: 1, 2: 2}                      # near grey: no hue
+    assert merge_regions(sums, counts, contact, floor, DEFAULT_PARAMS, intr) == {1: 1, 2: 2}
+    restored = {1: np.array([0.58, 0.02, 0.02]) * 500, 2: np.array([0.83, 0.27, 0.27]) * 500}
+    assert root(red, restored=restored) == {1: 1, 2: 2}         # blurred: hues not compared
+    # Touching at a corner (3 pairs, under merge_min_contact): no join either.
+    assert merge_regions(sums, counts, {(1, 2): 3}, floor, DEFAULT_PARAMS, intr,
+                         hue=({1: red * 500, 2: red * 500}, {1: 500, 2: 500})) == {1: 1, 2: 2}
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
 def test_object_touching_a_floor_blended_one_along_a_short_border_stays_apart(locate):
     # The colours of test_edge_blended_with_the_floor_joins_its_object, but the boxes share
     # only 16 mm of their sides (~13 px against ~39 px = sqrt of the smaller one's pixels):
