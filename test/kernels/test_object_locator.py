@@ -320,28 +320,26 @@ def test_washed_out_objects_of_different_hues_stay_apart(locate):
                           LocatorParams(merge_hue_veto=0.0))) == 1
 
 
-def test_hue_veto_needs_hue_in_both_regions_and_an_unblurred_frame():
-    # Display colours alike (chromaticity L1 0.02), 40 shared border pairs.
+def _hue_merge(sums, hue_1, hue_2, n_2=500, params=DEFAULT_PARAMS, **kwargs):
+    """merge_regions on two 500-pixel regions sharing 40 border pairs, with their hues."""
     intr = scene(640, 480, boxes=()).intrinsics
-    floor = np.array([150.0, 140.0, 120.0])
+    hue = kwargs.pop('hue', ({1: hue_1 * 500, 2: hue_2 * n_2}, {1: 500, 2: n_2}))
+    return merge_regions(sums, {1: 500, 2: 500}, kwargs.pop('contact', {(1, 2): 40}),
+                         np.array([150.0, 140.0, 120.0]), params, intr, hue=hue, **kwargs)
+
+
+def test_hue_veto_needs_hue_in_both_regions_and_an_unblurred_frame():
+    # Display colours alike (chromaticity L1 0.02).
     sums = {1: np.array([238.0, 230.0, 230.0]) * 500, 2: np.array([230.0, 238.0, 231.0]) * 500}
-    counts = {1: 500, 2: 500}
-    contact = {(1, 2): 40}
     red, green = np.array([0.065, 0.0, 0.0]), np.array([0.0, 0.065, 0.007])
-
-    def root(hue_2, n_2=500, restored=None):
-        hue = ({1: red * 500, 2: hue_2 * n_2}, {1: 500, 2: n_2})
-        return merge_regions(sums, counts, contact, floor, DEFAULT_PARAMS, intr,
-                             restored=restored, hue=hue)
-
-    assert root(green) == {1: 1, 2: 2}                 # hues differ: vetoed
-    assert root(red * 1.02) == {1: 1, 2: 1}            # one hue: joined
-    assert root(green, n_2=10) == {1: 1, 2: 1}         # too few unclipped pixels to tell
-    assert root(green * 0.2) == {1: 1, 2: 1}           # near grey: no hue to compare
-    assert merge_regions(sums, counts, contact, floor, DEFAULT_PARAMS, intr) == {1: 1, 2: 1}
+    assert _hue_merge(sums, red, green) == {1: 1, 2: 2}          # hues differ: vetoed
+    assert _hue_merge(sums, red, red * 1.02) == {1: 1, 2: 1}     # one hue: joined
+    assert _hue_merge(sums, red, green, n_2=10) == {1: 1, 2: 1}  # too few unclipped pixels
+    assert _hue_merge(sums, red, green * 0.2) == {1: 1, 2: 1}    # near grey: no hue
+    assert _hue_merge(sums, red, green, hue=None) == {1: 1, 2: 1}
     # In a blurred frame (restored colours given) the floor's hue mixes in: no veto.
     restored = {1: np.array([0.86, 0.79, 0.79]) * 500, 2: np.array([0.79, 0.86, 0.80]) * 500}
-    assert root(green, restored=restored) == {1: 1, 2: 1}
+    assert _hue_merge(sums, red, green, restored=restored) == {1: 1, 2: 1}
 
 
 @pytest.mark.parametrize('locate', LOCATORS)
@@ -364,31 +362,31 @@ def test_one_object_washed_paler_on_one_side_joins_by_its_hue(locate):
                           LocatorParams(merge_hue_join=0.0))) == 2
 
 
-def test_hue_join_needs_hue_in_both_regions_and_an_unblurred_frame():
-    # Display colours far apart (a red and a pale red), 40 shared border pairs.
-    intr = scene(640, 480, boxes=()).intrinsics
-    floor = np.array([150.0, 140.0, 120.0])
+def test_hue_join_needs_hue_white_and_a_border_in_an_unblurred_frame():
+    # Display colours far apart: a red and the same red plus 0.25 of white in linear light.
+    # (A blue floor in linear light: no pale red is the red blended with it.)
     sums = {1: np.array([200.0, 40.0, 40.0]) * 500, 2: np.array([235.0, 140.0, 140.0]) * 500}
-    counts = {1: 500, 2: 500}
-    contact = {(1, 2): 40}
+    linear = {1: np.array([0.586, 0.019, 0.019]) * 500, 2: np.array([0.836, 0.269, 0.269]) * 500}
     red = np.array([0.567, 0.0, 0.0])
 
-    def root(hue_2, n_2=500, restored=None, params=DEFAULT_PARAMS):
-        hue = ({1: red * 500, 2: hue_2 * n_2}, {1: 500, 2: n_2})
-        return merge_regions(sums, counts, contact, floor, params, intr, restored=restored,
-                             hue=hue)
+    def root(hue_2, **kwargs):
+        return _hue_merge(sums, red, hue_2, linear_sums=kwargs.pop('linear_sums', linear),
+                          linear_background=np.array([0.05, 0.1, 0.6]) * 100, **kwargs)
 
     assert root(red * 0.98 + np.array([0.0, 0.01, 0.0])) == {1: 1, 2: 1}   # one hue
     assert root(red, params=LocatorParams(merge_hue_join=0.0)) == {1: 1, 2: 2}
     assert root(np.array([0.5, 0.05, 0.0])) == {1: 1, 2: 2}     # hues 0.18 apart
     assert root(red, n_2=10) == {1: 1, 2: 2}                     # too few unclipped pixels
     assert root(red * 0.02) == {1: 1, 2: 2}                      # near grey: no hue
-    assert merge_regions(sums, counts, contact, floor, DEFAULT_PARAMS, intr) == {1: 1, 2: 2}
-    restored = {1: np.array([0.58, 0.02, 0.02]) * 500, 2: np.array([0.83, 0.27, 0.27]) * 500}
+    assert root(red, hue=None) == {1: 1, 2: 2}
+    restored = {1: linear[1], 2: linear[2]}
     assert root(red, restored=restored) == {1: 1, 2: 2}         # blurred: hues not compared
-    # Touching at a corner (3 pairs, under merge_min_contact): no join either.
-    assert merge_regions(sums, counts, {(1, 2): 3}, floor, DEFAULT_PARAMS, intr,
-                         hue=({1: red * 500, 2: red * 500}, {1: 500, 2: 500})) == {1: 1, 2: 2}
+    # One hue but hardly any white between them (a red and a slightly paler red object).
+    near_white = {1: linear[1], 2: np.array([0.62, 0.045, 0.045]) * 500}
+    assert root(red, linear_sums=near_white) == {1: 1, 2: 2}
+    # Along 8 border pairs (under 0.5 x sqrt(500) = 11): touching, not one surface.
+    assert root(red, contact={(1, 2): 8}) == {1: 1, 2: 2}
+    assert root(red, contact={(1, 2): 12}) == {1: 1, 2: 1}
 
 
 @pytest.mark.parametrize('locate', LOCATORS)
