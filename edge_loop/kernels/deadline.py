@@ -11,6 +11,8 @@ tests drive it with made-up times.
   (stamp + end-to-end budget); stage completions and the command close it, :meth:`expire`
   returns the frames whose command did not come by the deadline.
 - :class:`StallWatch`: an input that must keep arriving (camera, gripper joint states).
+- :class:`MonotonicMap`: system-clock receive stamps onto the monotonic clock, which a step
+  of the system clock does not move (silence is elapsed time), and the steps themselves.
 - :func:`next_frame_check_ns`: when to look for a frame whose command has not come.
 - :class:`BatchRate`: an input's sample period over batches of samples.
 - :class:`StampOrder`: frame outcomes released in camera-stamp order.
@@ -283,8 +285,13 @@ class StallWatch:
     """
 
     def __init__(self, periods: int, period_ns: int | None = None,
-                 min_timeout_ns: int = 0, repeat_ns: int | None = None) -> None:
+                 min_timeout_ns: int = 0, repeat_ns: int | None = None,
+                 forward_only: bool = False) -> None:
         self.periods = periods
+        # On the monotonic clock an arrival never moves the watch back: one stamped before a
+        # system-clock step and mapped after it (see MonotonicMap) would fake a silence.
+        # Simulated time may jump back (a reset), and the watch must follow it.
+        self.forward_only = forward_only
         self.fixed_period_ns = period_ns
         self.min_timeout_ns = min_timeout_ns
         # a stall that goes on is one more miss per repeat_ns (the control period), not per
@@ -308,7 +315,8 @@ class StallWatch:
             sample = (now_ns - self.last_ns) / count
             self.est_period_ns = (sample if self.est_period_ns is None
                                   else 0.9 * self.est_period_ns + 0.1 * sample)
-        self.last_ns = now_ns
+        if not (self.forward_only and self.last_ns is not None and now_ns < self.last_ns):
+            self.last_ns = now_ns
         self.stall_count = 0
 
     def period_ns(self) -> float | None:
@@ -339,6 +347,50 @@ class StallWatch:
         self.stall_count += 1
         self.stalls += 1
         return True
+
+
+class MonotonicMap:
+    """System-clock times onto the monotonic clock; notices steps of the system clock.
+
+    Frame deadlines are sensor stamps plus the budget, so they live on the system clock, but
+    a stall is elapsed time. Measured on the system clock, a step of it (NTP or chrony at
+    boot on a board without a real-time clock, a VM restored from a snapshot) looked like a
+    silence as long as the step (a CI run once reported a stall found 15 s after it was due,
+    which is what a step does). DDS gives receive stamps on the system clock only, so each is
+    mapped with the offset between the clocks at the last :meth:`update`. One received before a
+    step and mapped after it is off by the step: mapped times are capped at the last update
+    (nothing arrives in the future), and a watch with ``forward_only`` never moves back.
+    """
+
+    def __init__(self, step_threshold_ns: int) -> None:
+        # A slewing NTP changes the offset by at most 0.5 ms/s: a change above the threshold
+        # between two updates is a step.
+        self.step_threshold_ns = step_threshold_ns
+        self.offset_ns: int | None = None     # system - monotonic at the last update
+        self.mono_ns = 0                      # monotonic time of the last update
+        self.steps = 0
+
+    def update(self, wall_ns: int, mono_ns: int) -> int:
+        """Read both clocks (in that order, back to back); the step since the last call, or 0."""
+        offset = wall_ns - mono_ns
+        step = 0 if self.offset_ns is None else offset - self.offset_ns
+        self.offset_ns, self.mono_ns = offset, mono_ns
+        if abs(step) < self.step_threshold_ns:
+            return 0
+        self.steps += 1
+        return step
+
+    def to_mono(self, wall_ns: int) -> int:
+        """A system-clock time (a DDS receive stamp) on the monotonic clock."""
+        if self.offset_ns is None:
+            raise RuntimeError('MonotonicMap.update() was never called')
+        return min(wall_ns - self.offset_ns, self.mono_ns)
+
+    def to_wall(self, mono_ns: int) -> int:
+        """A monotonic time (a stall watch's due time) on the system clock."""
+        if self.offset_ns is None:
+            raise RuntimeError('MonotonicMap.update() was never called')
+        return mono_ns + self.offset_ns
 
 
 class StampOrder:

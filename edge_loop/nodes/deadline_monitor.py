@@ -68,6 +68,7 @@ from edge_loop.kernels.deadline import (
     Health,
     LatencyWindow,
     Level,
+    MonotonicMap,
     StallWatch,
     StampOrder,
     frame_report,
@@ -88,6 +89,7 @@ _LEVEL_BYTE = {Level.OK: DiagnosticStatus.OK, Level.WARN: DiagnosticStatus.WARN,
                Level.ERROR: DiagnosticStatus.ERROR}
 _MAX_WAIT_NS = NS_PER_S // 2       # housekeeping wake-up when nothing is due
 _MIN_WAIT_NS = 100_000  # a real-time thread must never busy-wait: 0.1 ms is below the p99 goal
+_CLOCK_STEP_NS = 20 * NS_PER_MS   # a system-clock change this large between wakes is a step
 
 
 def _message_type(name: str) -> Any:
@@ -264,6 +266,8 @@ class DeadlineMonitor(StageNode):
         self._sim_now_ns = 0      # newest /clock time (use_sim_time)
         self._node_clock_ns = 0
         self._wakeups = 0         # of the deadline thread, reported on /diagnostics
+        # stall watches run on the monotonic clock on real time (see MonotonicMap)
+        self._clock_map = MonotonicMap(_CLOCK_STEP_NS)
         self.rt_scheduling = 'not started'
 
     # --- configuration --------------------------------------------------------------------
@@ -348,6 +352,7 @@ class DeadlineMonitor(StageNode):
         self._joint_seq = None
         self._sample_gripper_topics(by_topic)
         self._wake = self._inputs_node.create_guard_condition(_ignore)
+        self._clock_map.update(time.time_ns(), time.monotonic_ns())
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name='deadline', daemon=True)
         self._thread.start()
@@ -436,10 +441,12 @@ class DeadlineMonitor(StageNode):
             self._camera_interval_ns: int | None = None
             self._health = Health(p['misses_to_deactivate'], p['healthy_periods_to_ok'])
             self._in_order = StampOrder()   # frame outcomes into _health in frame order
-            self._camera_watch = StallWatch(p['stall_periods'], period_ns=self._period_ns)
+            forward_only = not self._sim_time   # monotonic clock: see MonotonicMap
+            self._camera_watch = StallWatch(p['stall_periods'], period_ns=self._period_ns,
+                                            forward_only=forward_only)
             self._gripper_watch = StallWatch(
                 p['stall_periods'], min_timeout_ns=int(p['gripper_stall_min_ms'] * NS_PER_MS),
-                repeat_ns=self._period_ns)
+                repeat_ns=self._period_ns, forward_only=forward_only)
             self._stages = {
                 name: _StageStats(int(budget * NS_PER_MS), topic, LatencyWindow(p['window']))
                 for name, topic, budget in zip(p['stage_names'], p['stage_topics'],
@@ -523,6 +530,25 @@ class DeadlineMonitor(StageNode):
             return time.time_ns()
         return self._sim_now_ns
 
+    def _read_clocks(self) -> tuple[int, int]:
+        """(system clock now, its step since the last read or 0); deadline thread, real time."""
+        wall = time.time_ns()
+        step = self._clock_map.update(wall, time.monotonic_ns())
+        if step:
+            self.get_logger().warn(
+                f'the system clock stepped by {step / NS_PER_S:+.3f} s: stalls are timed on '
+                'the monotonic clock and are not affected; a frame open across the step is '
+                'judged on the stepped clock', throttle_duration_sec=1.0)
+        return wall, step
+
+    def _watch_ns(self, received: int) -> int:
+        """A receive time (system clock, or simulated time) on the stall watches' clock."""
+        return received if self._sim_time else self._clock_map.to_mono(received)
+
+    def _watch_now(self, now: int) -> int:
+        """``now`` (the monitor's clock) on the stall watches' clock."""
+        return now if self._sim_time else time.monotonic_ns()
+
     # --- the deadline thread --------------------------------------------------------------
     def _try_realtime(self) -> str:
         prio = self.params['rt_priority']
@@ -586,9 +612,9 @@ class DeadlineMonitor(StageNode):
             self._wakeups += 1
             if self._stop.is_set():
                 break
-            woke = self._now_ns()
+            woke, step = (self._sim_now_ns, 0) if self._sim_time else self._read_clocks()
             with self._lock:
-                if due is not None and woke >= due:
+                if due is not None and woke >= due and not step:
                     self._wake_delay.add(woke - due)
                 # In receive order across topics (a command after its stages, a frame's
                 # camera_info before its outputs), as if each had woken the thread.
@@ -632,12 +658,16 @@ class DeadlineMonitor(StageNode):
             # Simulated time moves only with /clock, which wakes the thread: nothing can fall
             # due before it (and a lock-step simulator may hold the clock still for long).
             return _MAX_WAIT_NS, None, False
-        now = self._now_ns()
+        now, _ = self._read_clocks()
         with self._lock:
             if not self._active:
                 return _MAX_WAIT_NS, None, True
-            due = [t for t in (self._tracker.next_deadline(), self._camera_watch.next_check_ns(),
-                               self._gripper_watch.next_check_ns()) if t is not None]
+            due = [self._clock_map.to_wall(t) for t in (self._camera_watch.next_check_ns(),
+                                                        self._gripper_watch.next_check_ns())
+                   if t is not None]
+            deadline = self._tracker.next_deadline()
+            if deadline is not None:
+                due.append(deadline)
             if not self._armed:
                 due.append(self._grace_end_ns)
             expected = self._next_frame_check_ns()
@@ -664,10 +694,10 @@ class DeadlineMonitor(StageNode):
         return int(received) if received else time.time_ns()
 
     def _receive_ns(self, info: dict[str, Any]) -> int:
-        """Receive time on the monitor's clock: DDS receive stamp on real time, else now."""
+        """Receive time on the stall watches' clock: the DDS stamp on real time, else now."""
         if self._sim_time:
             return self._sim_now_ns
-        return self._received_wall_ns(info)
+        return self._watch_ns(self._received_wall_ns(info))
 
     def _drain(self, entry: _Input, out: list[_Taken]) -> None:
         handle = entry.subscription.handle
@@ -785,7 +815,7 @@ class DeadlineMonitor(StageNode):
             self._on_command(stamp, now)
 
     def _on_camera(self, stamp: int, now: int) -> None:
-        self._camera_watch.seen(now)
+        self._camera_watch.seen(self._watch_ns(now))
         last = self._tracker.last_stamp_ns
         if last is not None and stamp < last:
             self._in_order.clear()   # time jumped back: the tracker forgets its frames too
@@ -886,19 +916,20 @@ class DeadlineMonitor(StageNode):
         self._release_outcomes()   # held behind frames that expired unenforced
         if not enforcing:
             return
+        watch_now = self._watch_now(now)   # a stall's due and detection: the watches' clock
         due = self._camera_watch.next_check_ns()
-        if self._camera_watch.check(now):
-            self._miss(now, 'camera_stall', due, now)
+        if self._camera_watch.check(watch_now):
+            self._miss(now, 'camera_stall', due, watch_now)
         due = self._gripper_watch.next_check_ns()
-        if due is not None and now >= due:
+        if due is not None and watch_now >= due:
             self._poll_joint_states()   # drained only now: it may have come after all
             due = self._gripper_watch.next_check_ns()
-            if self._gripper_watch.check(now):
+            if self._gripper_watch.check(watch_now):
                 watch = self._gripper_watch
                 self.get_logger().warn(
-                    f'gripper joint states silent for {_ms(now - watch.last_ns)} ms (period '
-                    f'{_ms(watch.period_ns() or 0)} ms)', throttle_duration_sec=1.0)
-                self._miss(now, 'gripper_stall', due, now)
+                    f'gripper joint states silent for {_ms(watch_now - watch.last_ns)} ms '
+                    f'(period {_ms(watch.period_ns() or 0)} ms)', throttle_duration_sec=1.0)
+                self._miss(now, 'gripper_stall', due, watch_now)
 
     def _pipeline_ok(self, frame: Any) -> bool:
         """With the controller off, a frame is healthy when every stage met the deadline."""
@@ -1053,6 +1084,7 @@ class DeadlineMonitor(StageNode):
                 'unenforced_frames': self._unarmed_expired,
                 'camera_stalls': self._camera_watch.stalls,
                 'gripper_stalls': self._gripper_watch.stalls,
+                'clock_steps': self._clock_map.steps,
                 'e2e_p50_ms': self._e2e.percentile_ms(50),
                 'e2e_p99_ms': self._e2e.percentile_ms(99),
                 'detect_p50_ms': self._detect.percentile_ms(50),
@@ -1125,6 +1157,7 @@ class DeadlineMonitor(StageNode):
             'sim_settle_max_ms': _fmt(snap['settle_max_ms']),
             'camera_stalls': snap['camera_stalls'],
             'gripper_stalls': snap['gripper_stalls'],
+            'system_clock_steps': snap['clock_steps'],
             'gripper_sampling': self.gripper_sampling,
             'detect_delay_p50_ms': _fmt(snap['detect_p50_ms']),
             'detect_delay_p99_ms': _fmt(snap['detect_p99_ms']),

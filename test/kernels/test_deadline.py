@@ -20,6 +20,7 @@ from edge_loop.kernels.deadline import (
     Health,
     LatencyWindow,
     Level,
+    MonotonicMap,
     StallWatch,
     StampOrder,
     frame_report,
@@ -159,6 +160,45 @@ def test_stall_watch_estimates_rate_with_floor():
     watch2.seen(0)
     watch2.seen(100 * MS, count=10)
     assert watch2.period_ns() == pytest.approx(10 * MS)
+
+
+def test_a_system_clock_step_is_no_silence():
+    """A 15 s forward step of the system clock between two receive stamps: no stall."""
+    S = 1_000_000_000
+    clocks = MonotonicMap(step_threshold_ns=20 * MS)
+    watch = StallWatch(periods=5, period_ns=PERIOD, forward_only=True)
+    wall0, mono0 = 1_700_000_000 * S, 50 * S
+    assert clocks.update(wall0, mono0) == 0
+    watch.seen(clocks.to_mono(wall0 - 5 * MS))
+    # 100 ms later the system clock is 15 s ahead; a stamp from before the step is drained
+    # only now (mapped 15 s too early) and one from after it comes too.
+    assert clocks.update(wall0 + 15 * S + 100 * MS, mono0 + 100 * MS) == 15 * S
+    assert clocks.steps == 1
+    watch.seen(clocks.to_mono(wall0 + 40 * MS))                  # pre-step: never moves back
+    assert watch.last_ns == mono0 - 5 * MS
+    assert not watch.check(mono0 + 100 * MS)
+    watch.seen(clocks.to_mono(wall0 + 15 * S + 90 * MS))         # post-step: on time
+    assert watch.last_ns == mono0 + 90 * MS
+    assert watch.next_check_ns() == mono0 + 90 * MS + 5 * PERIOD
+    assert clocks.to_wall(watch.next_check_ns()) == wall0 + 15 * S + 90 * MS + 5 * PERIOD
+    # Backwards: a stamp from before the step would map into the future, capped at now, so
+    # a stall after it is still found in time (not |step| later).
+    assert clocks.update(wall0 + 200 * MS, mono0 + 200 * MS) == -15 * S
+    watch.seen(clocks.to_mono(wall0 + 15 * S + 150 * MS))
+    assert watch.last_ns == mono0 + 200 * MS
+    assert watch.check(mono0 + 200 * MS + 5 * PERIOD)
+    # NTP slewing (0.5 ms/s) and read jitter are no step
+    assert clocks.update(wall0 + 1200 * MS + 500_000, mono0 + 1200 * MS) == 0
+    assert clocks.steps == 2
+
+
+def test_stall_watch_follows_simulated_time_back():
+    watch = StallWatch(periods=5, period_ns=PERIOD)        # forward_only off: sim reset
+    watch.seen(100 * PERIOD)
+    watch.seen(2 * PERIOD)
+    assert watch.last_ns == 2 * PERIOD and watch.check(7 * PERIOD)
+    with pytest.raises(RuntimeError, match='update'):
+        MonotonicMap(MS).to_mono(0)
 
 
 def test_health_state_machine():

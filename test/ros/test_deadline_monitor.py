@@ -179,7 +179,12 @@ def test_nominal_frames_no_miss_late_and_missing_command_safe_stop(harness, rig)
                        'diagnostics with the misses')
     level, values = loop_status(rig.diags)
     # The monitor's own numbers: detection + publish well inside one period.
-    assert float(values['detect_delay_p99_ms']) + float(values['reaction_p99_ms']) < 100.0
+    # A camera stall only where the fake camera really fell silent for most of the 500 ms
+    # (a starved test process); a step of the system clock is none (it is timed monotonic).
+    stamps = [f.stamp_ns for f in rig.fake.sent if f.stamp_ns >= 0]
+    if max(b - a for a, b in zip(stamps, stamps[1:])) < 0.4e9:
+        assert values['camera_stalls'] == '0', values
+    assert float(values['detect_delay_p99_ms']) + float(values['reaction_p99_ms']) < 100.0, values
     assert int(values['late_commands']) >= 1
     stages = {s.name: {kv.key: kv.value for kv in s.values} for m in rig.diags.msgs()
               for s in m.status}
