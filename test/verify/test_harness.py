@@ -125,6 +125,22 @@ def test_regression_against_the_baseline_fails():
     assert run.performance_gate(op, measured * 10.0, repeats=5)['verdict'] == 'pass'
 
 
+def test_the_regression_limit_follows_a_host_with_slower_memory():
+    """A host where memory-bound work is slower than at baseline time widens the limit."""
+    op = _op(_fast_cumsum)
+    first = run.performance_gate(op, None, repeats=5)
+    host = first['host_probe']
+    assert host > 0 and first['host_scale'] == 1.0
+    base = first['ratio'] / 10.0            # 10x regressed against this baseline ...
+    # ... measured where memory-bound work was slower still: a regression (never tightened),
+    same = run.performance_gate(op, base, repeats=5, baseline_host=host * 1.5)
+    assert same['verdict'] == 'fail' and same['host_scale'] == 1.0
+    # ... and where it was 100x faster (relative to interpreted work): this host explains it.
+    slow_memory = run.performance_gate(op, base, repeats=5, baseline_host=host / 100.0)
+    assert slow_memory['verdict'] == 'pass' and slow_memory['host_scale'] > 50
+    assert 'memory-bound work is that much slower here' in slow_memory['detail']
+
+
 def test_missing_tolerance_row_and_exceptions():
     r = run.verify_op(_op(_fast_cumsum), {}, {}, perf=False)
     assert r.verdict == 'fail' and 'no tolerance row' in r.reason
