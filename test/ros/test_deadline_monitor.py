@@ -181,7 +181,9 @@ def test_nominal_frames_no_miss_late_and_missing_command_safe_stop(harness, rig)
     level, values = loop_status(rig.diags)
     stamps = [f.stamp_ns for f in rig.fake.sent if f.stamp_ns >= 0]
     gap = max(b - a for a, b in zip(stamps, stamps[1:]))
-    if gap < 0.4e9:
+    # A stall is 500 ms of silence as the monitor receives it; a fake camera that kept within
+    # 250 ms leaves a loaded machine's delivery 250 ms of slack before one is right.
+    if gap < 0.25e9:
         # No camera stall (a step of the system clock is none: stalls are timed monotonic),
         # and the monitor's own numbers: detection + publish well inside one period.
         assert values['camera_stalls'] == '0', values
