@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import importlib
 import inspect
 import json
@@ -218,6 +219,12 @@ def equivalence_gate(op: OpSpec, tol: dict[str, Any]) -> tuple[dict[str, Any], l
     return gate, results
 
 
+@functools.cache
+def _host_probe() -> HostProbe:
+    """One probe per process: its arrays (16 MB of table) are made once, not per gate."""
+    return HostProbe()
+
+
 @contextlib.contextmanager
 def single_threaded_opencv() -> Iterator[None]:
     """Run OpenCV on one thread meanwhile.
@@ -273,7 +280,7 @@ def deployed_ms_p50(op: OpSpec, repeats: int = 15) -> float:
 def _performance_gate(op: OpSpec, baseline_ratio: float | None, repeats: int,
                       max_seconds: float, baseline_host: float | None) -> dict[str, Any]:
     case = op.perf_case()
-    probe = HostProbe()
+    probe = _host_probe()
     probe.memory()
     probe.interpreted()
     # Warm up both (caches, lazy imports, allocator) and size the repeat count to the budget.
