@@ -131,9 +131,14 @@ def run_producer(args: argparse.Namespace) -> int:
     if writer.transport == 'ros' or args.wait_subscribers:
         from rclpy.duration import Duration
 
-        for pub in (writer._color_pub, writer._depth_pub, writer._info_pub):
-            if pub is not None:   # reliable topics: let the last frames be delivered
-                pub.wait_for_all_acked(Duration(seconds=2.0))
+        # Reliable topics: let the last frames be delivered. 1080p frames over DDS on a loaded
+        # 2-core CI VM took longer than the 2 s this once waited: the producer exited, and a
+        # consumer waiting for the last frame never got it.
+        acked = all(pub.wait_for_all_acked(Duration(seconds=15.0))
+                    for pub in (writer._color_pub, writer._depth_pub, writer._info_pub)
+                    if pub is not None)
+        if not acked:
+            emit(event='ack_timeout')
     writer.close()
     node.destroy_node()
     emit(event='closed', sent=i)

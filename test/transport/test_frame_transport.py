@@ -290,7 +290,8 @@ def test_ros_transport_gives_identical_arrays(peers):
         return all(got.count(fmt) >= 2 for fmt in formats)
 
     consumer.wait_for(seen_twice, 90, 'every format twice')
-    producer.stop()
+    producer.stop(timeout=25.0)   # it waits up to 15 s for the last frames' acks
+    assert not producer.of('ack_timeout'), 'the last frames were never acknowledged'
     consumer.wait_for(lambda: consumer.of('frame')[-1]['stamp_ns'] == max(_sent_formats(producer)),
                       40, 'the last frame')
     assert _check_frames(producer, consumer) == set(formats)
