@@ -12,11 +12,16 @@ object). Optionally saves PNG crops (colour | truth | detections).
 
     python bench/analyse_locator_misses.py --seed 300000 --scenes 200 [--crops DIR]
         [--json out.json] [--param name=value ...] [--truth sensed]
+        [--oracle cuts|merges|both]
+
+``--oracle`` takes the segmentation's cuts and/or merges from the simulator's labels
+(bench/locator_oracle.py): what better segmentation could still gain.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -39,6 +44,8 @@ from edge_loop.sim.world import SimWorld
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_vision import MATCH_RADIUS, sensed_centroids  # noqa: E402
+from locator_oracle import MODES as ORACLE_MODES  # noqa: E402
+from locator_oracle import oracle, set_frame_label  # noqa: E402
 
 
 def greedy_match(objects, truth):
@@ -104,6 +111,7 @@ def analyse(seeds, params: LocatorParams, crops: Path | None, conditions=CONDITI
                 truth = (sensed_centroids(world, frame) if sensed
                          else world.visible_centroids(frame))
                 intr, ext = frame.intrinsics, world.extrinsics
+                set_frame_label(frame.label)    # (used only under --oracle)
                 objs = locate_objects(frame.color, frame.depth_mm, intr, ext, params)
                 m = greedy_match(objs, truth)
                 tot = totals[cond]
@@ -219,6 +227,8 @@ def main(argv=None) -> int:
                          'on the frames before it, so compare runs with the same list')
     ap.add_argument('--truth', choices=('sim', 'sensed'), default='sim',
                     help="visible objects: the sim's definition or what the sensors can see")
+    ap.add_argument('--oracle', choices=ORACLE_MODES,
+                    help="take the segmentation's cuts and/or merges from the sim's labels")
     args = ap.parse_args(argv)
     if args.seed >= 100000 and args.seed < 200000:
         raise SystemExit('held-out seeds (100000+) are not for analysis/tuning')
@@ -231,10 +241,11 @@ def main(argv=None) -> int:
     if args.crops:
         args.crops.mkdir(parents=True, exist_ok=True)
     t = time.time()
-    events, totals, errors = analyse(range(args.seed, args.seed + args.scenes), params,
-                                     args.crops, args.conditions, args.truth == 'sensed')
+    with oracle(args.oracle) if args.oracle else contextlib.nullcontext():
+        events, totals, errors = analyse(range(args.seed, args.seed + args.scenes), params,
+                                         args.crops, args.conditions, args.truth == 'sensed')
     print(f'# {args.scenes} training scenes from seed {args.seed}, params {over or "default"}, '
-          f'truth {args.truth}, {time.time() - t:.0f} s\n')
+          f'truth {args.truth}, oracle {args.oracle or "none"}, {time.time() - t:.0f} s\n')
     print('| lighting | visible | missed | false | detected | false % | med mm | p95 mm |')
     print('|---|---|---|---|---|---|---|---|')
     for c, tot in totals.items():

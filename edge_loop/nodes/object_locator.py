@@ -67,6 +67,8 @@ VISION_PARAMS = (
           max=0.2),
     Param('color_step', 0.1, 'Chromaticity step (L1) that separates touching objects',
           min=0.0, max=3.0),
+    Param('hue_step', 0.15, 'Specular-free hue step (L1) that separates touching objects '
+          'washed alike by glare or a highlight (0: off)', min=0.0, max=2.0),
     Param('min_pixels', 80, 'Smallest object at 640x480 (pixels; scaled with resolution)',
           min=1, max=100000),
     Param('split_pixels', 30, 'Smallest colour piece that is a region of its own (640x480; '
@@ -79,6 +81,7 @@ VISION_PARAMS = (
 def locator_params(params: dict[str, Any]) -> LocatorParams:
     """LocatorParams from the node parameters."""
     return LocatorParams(min_height=params['min_height'], color_step=params['color_step'],
+                         hue_step=params['hue_step'],
                          min_pixels=params['min_pixels'], split_pixels=params['split_pixels'],
                          roi_x=tuple(params['roi_x']),
                          roi_y=tuple(params['roi_y']))

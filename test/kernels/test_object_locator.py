@@ -320,6 +320,27 @@ def test_washed_out_objects_of_different_hues_stay_apart(locate):
                           LocatorParams(merge_hue_veto=0.0))) == 1
 
 
+@pytest.mark.parametrize('locate', LOCATORS)
+def test_hue_cut_splits_touching_washed_out_objects_of_one_height(locate):
+    # A teal and a green box of one height, flush, washed by white light (as under glare):
+    # display chromaticities 0.03 apart (under color_step) and no height step, so neither the
+    # colour nor the depth cut separates them; their specular-free hues are 0.6 apart.
+    pair = (Box(-0.025, 0.0, 0.0, 0.05, 0.05, 0.03, rgb=(174, 204, 192)),
+            Box(0.025, 0.0, 0.0, 0.05, 0.05, 0.03, rgb=(158, 175, 159)))
+    f = scene(640, 480, boxes=pair)
+    _match(locate(f.color, f.depth, f.intrinsics, f.extrinsics), pair, tol=0.004)
+    assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics,
+                      LocatorParams(hue_step=0.0))) == 1
+    # No hue where a channel is clipped or the hue is too faint: those pairs are not cut.
+    for params in (LocatorParams(merge_clip_level=150.0), LocatorParams(hue_min_level=0.5)):
+        assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics, params)) == 1
+    # One colour in light and shadow has one hue: not cut (see the test above).
+    halves = (Box(0.0, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(174, 204, 192)),
+              Box(0.05, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(87, 102, 96)))
+    f = scene(640, 480, boxes=halves)
+    assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics)) == 1
+
+
 def _hue_merge(sums, hue_1, hue_2, n_2=500, params=DEFAULT_PARAMS, **kwargs):
     """merge_regions on two 500-pixel regions sharing 40 border pairs, with their hues."""
     intr = scene(640, 480, boxes=()).intrinsics
