@@ -134,7 +134,10 @@ class LocatorParams:
     # Training scenes 300000-300199 against the sensor-visible objects, all eight
     # conditions: misses / false detections 45 / 44 -> 37 / 42 (glare 19 / 10 -> 16 / 9,
     # colour cast 3 / 4 -> 1 / 4, nominal, overexposed and flicker a miss fewer each; 0.1:
-    # 39 / 44, motion blur two misses more; 0.2: 38 / 43). See ``hue_cut`` below.
+    # 39 / 44, motion blur two misses more; 0.2: 38 / 43, both measured with a first version
+    # that took the hue of the 3x3 mean of display values, which gave the same counts at
+    # 0.15); hue_min_level 0.02: 37 / 41, 0.08: 40 / 43. Validation 310000-310149: 19 / 21 ->
+    # 15 / 20. See ``hue_cut`` below.
     hue_step: float = 0.15
     hue_min_level: float = 0.04
     depth_step: float = 0.0055    # height jump (m) between 4-neighbours that cuts as well
