@@ -892,12 +892,17 @@ def world_points_reference(depth_m: np.ndarray, intr: Intrinsics,
     return cam @ ext.rotation.T + ext.translation
 
 
-def chromaticity_reference(color_rgb: np.ndarray) -> np.ndarray:
-    """(H, W, 3) float64 RGB / (R + G + B + 30) after a 3x3 mean (edges mirrored, no repeat)."""
-    c = np.asarray(color_rgb, dtype=np.float64)
+def _mean3x3_reference(image: np.ndarray) -> np.ndarray:
+    """(H, W, 3) float64 3x3 mean of ``image`` (edges mirrored, no repeat)."""
+    c = np.asarray(image, dtype=np.float64)
     h, w = c.shape[:2]
     padded = np.pad(c, ((1, 1), (1, 1), (0, 0)), mode='reflect')
-    mean = sum(padded[dr:dr + h, dc:dc + w] for dr in range(3) for dc in range(3)) / 9.0
+    return sum(padded[dr:dr + h, dc:dc + w] for dr in range(3) for dc in range(3)) / 9.0
+
+
+def chromaticity_reference(color_rgb: np.ndarray) -> np.ndarray:
+    """(H, W, 3) float64 RGB / (R + G + B + 30) after a 3x3 mean (edges mirrored, no repeat)."""
+    mean = _mean3x3_reference(color_rgb)
     return mean / (mean.sum(axis=-1, keepdims=True) + CHROMA_OFFSET)
 
 
@@ -908,19 +913,11 @@ def hue_reference(color_rgb: np.ndarray, p: LocatorParams) -> tuple[np.ndarray, 
     divided by its sum; known where that mean has no channel at ``merge_clip_level`` and the
     sum is at least ``hue_min_level``.
     """
-    lin = linear_light(color_rgb)
-    h, w = lin.shape[:2]
-    padded = np.pad(lin, ((1, 1), (1, 1), (0, 0)), mode='reflect')
-    mean = sum(padded[dr:dr + h, dc:dc + w] for dr in range(3) for dc in range(3)) / 9.0
+    mean = _mean3x3_reference(linear_light(color_rgb))
     sf = mean - mean.min(axis=-1, keepdims=True)
     level = sf.sum(axis=-1)
-    known = (mean.max(axis=-1) < _clip_linear(p)) & (level >= p.hue_min_level)
+    known = (mean.max(axis=-1) < linear_light(p.merge_clip_level)) & (level >= p.hue_min_level)
     return sf / np.where(level > 0, level, 1.0)[..., None], known
-
-
-def _clip_linear(p: LocatorParams) -> float:
-    """``merge_clip_level`` (8-bit display) in linear light."""
-    return (min(max(p.merge_clip_level, 0.0), 255.0) / 255.0) ** 2.2
 
 
 def _foreground(world: np.ndarray, p: LocatorParams) -> np.ndarray:
@@ -989,9 +986,8 @@ def locate_objects_reference(color_rgb: np.ndarray | None, depth_m: np.ndarray,
     fg_pixels = [(int(r), int(c)) for r, c in zip(*np.nonzero(fg))]
     keep = fg.copy()
     if chroma is not None:
-        hue, hue_known = hue_reference(color_rgb, p)
-        if p.hue_step <= 0:
-            hue_known[:] = False
+        hue, hue_known = hue_reference(color_rgb, p) if p.hue_step > 0 \
+            else (None, np.zeros((h, w), bool))
         for r, c in fg_pixels:
             for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
                 rr, cc = r + dr, c + dc
@@ -1222,7 +1218,8 @@ def hue_cut(color_rgb: np.ndarray, fg: np.ndarray, r0: int, c0: int,
     low = np.minimum(np.minimum(red, green), blue)
     free = [c - low for c in (red, green, blue)]     # specular-free light
     level = free[0] + free[1] + free[2]
-    known = (np.maximum(np.maximum(red, green), blue) < np.float32(_clip_linear(p))) & (
+    clip = np.float32(linear_light(p.merge_clip_level))
+    known = (np.maximum(np.maximum(red, green), blue) < clip) & (
         level >= np.float32(p.hue_min_level)) & fg.astype(bool)
     level = np.where(known, level, np.float32(1.0))
     hues = [c / level for c in free]

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
@@ -18,6 +19,7 @@ from edge_loop.kernels.object_locator import (
     blur_smear_sums,
     blur_smear_sums_reference,
     height_scene,
+    hue_cut,
     locate_objects,
     locate_objects_reference,
     locate_objects_rgb_baseline,
@@ -331,14 +333,29 @@ def test_hue_cut_splits_touching_washed_out_objects_of_one_height(locate):
     _match(locate(f.color, f.depth, f.intrinsics, f.extrinsics), pair, tol=0.004)
     assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics,
                       LocatorParams(hue_step=0.0))) == 1
+    assert _inner_hue_cut(pair) > 0
     # No hue where a channel is clipped or the hue is too faint: those pairs are not cut.
     for params in (LocatorParams(merge_clip_level=150.0), LocatorParams(hue_min_level=0.5)):
         assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics, params)) == 1
+        assert _inner_hue_cut(pair, params) == 0
     # One colour in light and shadow has one hue: not cut (see the test above).
     halves = (Box(0.0, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(174, 204, 192)),
               Box(0.05, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(87, 102, 96)))
     f = scene(640, 480, boxes=halves)
     assert len(locate(f.color, f.depth, f.intrinsics, f.extrinsics)) == 1
+    assert _inner_hue_cut(halves) == 0
+
+
+def _inner_hue_cut(boxes, params=DEFAULT_PARAMS) -> int:
+    """Pixels :func:`hue_cut` marks 3 px or more inside the boxes.
+
+    (Their outer edges blend with the floor's hue in the 3x3 mean, whatever their colours.)
+    """
+    f = scene(640, 480, boxes=boxes)
+    _, _, label = render_boxes(boxes, f.intrinsics, f.extrinsics)
+    fg = (label > 0).astype(np.uint8)
+    inner = cv2.erode(fg, np.ones((5, 5), np.uint8)) > 0
+    return int((hue_cut(f.color, fg, 0, 0, params) & inner).sum())
 
 
 def _hue_merge(sums, hue_1, hue_2, n_2=500, params=DEFAULT_PARAMS, **kwargs):
