@@ -201,17 +201,28 @@ class SimWorld:
                         intrinsics=self.intrinsics, sim_time=self.sim_time, index=index,
                         lighting=self.light.name)
 
-    def visible_centroids(self, frame: SimFrame) -> list[tuple[int, np.ndarray, float]]:
+    def visible_centroids(self, frame: SimFrame, *, sensed: bool = False
+                          ) -> list[tuple[int, np.ndarray, float]]:
         """(k, centroid (3,) world, yaw) of each object with enough visible pixels.
 
         Centroid = mean of the 3D points of the object's visible pixels (true depth); yaw =
         angle of the major principal axis of those points in the world xy plane, in
         (-pi/2, pi/2].
+
+        ``sensed``: count only pixels the sensors carry a signal from. Inside the lighting's
+        depth blind spot (the glare core) the depth camera returns nothing and every colour
+        channel is clipped before the sensor noise is added, so the frame there is the same
+        whatever lies under it (test/sim/test_world.py shows it bit for bit): no method can
+        find an object that has fewer than ``MIN_VISIBLE_PIXELS`` outside it.
         """
         pts_cam = deproject(frame.depth_true_m, frame.intrinsics)
+        h, w = frame.label.shape
+        blind = lighting_mod.get(frame.lighting).depth_holes(w, h) if sensed else None
         out = []
         for o in self.objects:
             mask = (frame.label == o.k) & (frame.depth_true_m > 0)
+            if blind is not None:
+                mask &= ~blind
             if int(mask.sum()) < MIN_VISIBLE_PIXELS:
                 continue
             pts = camera_to_world(pts_cam[mask], self.extrinsics).astype(np.float64)

@@ -167,6 +167,41 @@ def test_glare_blinds_depth_in_its_core():
     assert (f.color[holes] > 240).mean() > 0.9
 
 
+def test_glare_core_carries_no_signal():
+    # An object inside the glare core changes neither image there: the depth camera returns
+    # nothing and every colour channel is clipped before the noise is added, so the frame is
+    # the same, bit for bit, with the object moved out of view. The simulator still counts it
+    # visible; the sensor-aware truth does not, and no method could find it.
+    import pybullet as p
+
+    from edge_loop.kernels.camera import camera_to_world, deproject
+    from edge_loop.kernels.object_locator import locate_objects
+
+    with SimWorld(5, object_specs=['cube'], lighting='glare') as w:
+        h, w_px = 480, 640
+        core = w.light.depth_holes(w_px, h)
+        v, u = (int(c.mean()) for c in np.nonzero(core))
+        first = w.render(peek=True)
+        floor = camera_to_world(deproject(first.depth_true_m, first.intrinsics)[v, u][None],
+                                w.extrinsics)[0]
+        cube = w.objects[0]
+        pos, orn = p.getBasePositionAndOrientation(cube.body_id, physicsClientId=w.client)
+        p.resetBasePositionAndOrientation(cube.body_id, [floor[0], floor[1], pos[2]], orn,
+                                          physicsClientId=w.client)
+        seen = w.render(peek=True)
+        p.resetBasePositionAndOrientation(cube.body_id, [3.0, 3.0, pos[2]], orn,
+                                          physicsClientId=w.client)
+        gone = w.render(peek=True)
+        on_cube = seen.label == cube.k
+        assert (on_cube & core).sum() > 500 and (gone.label == cube.k).sum() == 0
+        assert np.array_equal(seen.color[core], gone.color[core])
+        assert not seen.depth_mm[core].any() and not gone.depth_mm[core].any()
+        assert [k for k, _, _ in w.visible_centroids(seen)] == [cube.k]
+        assert w.visible_centroids(seen, sensed=True) == []
+        assert len(locate_objects(seen.color, seen.depth_mm, seen.intrinsics,
+                                  w.extrinsics)) == 0
+
+
 def test_visible_centroids_and_occupancy(world, frame):
     found = world.visible_centroids(frame)
     assert {k for k, _, _ in found} <= {1, 2, 3} and len(found) >= 2
