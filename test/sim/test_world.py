@@ -5,15 +5,19 @@
 from __future__ import annotations
 
 import numpy as np
+import pybullet as p
 import pytest
 
 from edge_loop.kernels.camera import (
     D435_VGA,
     Extrinsics,
     Intrinsics,
+    camera_to_world,
+    deproject,
     project,
     world_to_camera,
 )
+from edge_loop.kernels.object_locator import locate_objects
 from edge_loop.sim.camera import DepthArtefacts, discontinuities
 from edge_loop.sim.lighting import CONDITION_NAMES
 from edge_loop.sim.objects import BAD_OBJECTS, SPLITS
@@ -172,14 +176,8 @@ def test_glare_core_carries_no_signal():
     # nothing and every colour channel is clipped before the noise is added, so the frame is
     # the same, bit for bit, with the object moved out of view. The simulator still counts it
     # visible; the sensor-aware truth does not, and no method could find it.
-    import pybullet as p
-
-    from edge_loop.kernels.camera import camera_to_world, deproject
-    from edge_loop.kernels.object_locator import locate_objects
-
     with SimWorld(5, object_specs=['cube'], lighting='glare') as w:
-        h, w_px = 480, 640
-        core = w.light.depth_holes(w_px, h)
+        core = w.light.depth_holes(w.intrinsics.width, w.intrinsics.height)
         v, u = (int(c.mean()) for c in np.nonzero(core))
         first = w.render(peek=True)
         floor = camera_to_world(deproject(first.depth_true_m, first.intrinsics)[v, u][None],
