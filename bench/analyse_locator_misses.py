@@ -43,7 +43,7 @@ from edge_loop.sim.lighting import CONDITION_NAMES
 from edge_loop.sim.world import SimWorld
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_vision import MATCH_RADIUS, sensed_centroids  # noqa: E402
+from bench_vision import MATCH_RADIUS  # noqa: E402
 from locator_oracle import MODES as ORACLE_MODES  # noqa: E402
 from locator_oracle import oracle, set_frame_label  # noqa: E402
 
@@ -97,7 +97,7 @@ def crop_png(path: Path, frame, det_lab, bbox, pad=30):
 
 def analyse(seeds, params: LocatorParams, crops: Path | None, conditions=CONDITION_NAMES,
             sensed: bool = False):
-    """``sensed``: score against what the sensors can see (bench_vision's sensor-aware truth)."""
+    """``sensed``: score against what the sensors can see (``visible_centroids(sensed=True)``)."""
     events = []
     totals = {c: Counter() for c in conditions}
     errors = {c: [] for c in conditions}
@@ -108,8 +108,7 @@ def analyse(seeds, params: LocatorParams, crops: Path | None, conditions=CONDITI
             for cond in conditions:
                 world.set_lighting(cond)
                 frame = world.render()
-                truth = (sensed_centroids(world, frame) if sensed
-                         else world.visible_centroids(frame))
+                truth = world.visible_centroids(frame, sensed=sensed)
                 intr, ext = frame.intrinsics, world.extrinsics
                 set_frame_label(frame.label)    # (used only under --oracle)
                 objs = locate_objects(frame.color, frame.depth_mm, intr, ext, params)
