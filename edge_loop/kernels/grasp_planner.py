@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Analytic top-down parallel-jaw grasp from aligned depth.
 
-For the target object's segment (from :mod:`edge_loop.kernels.object_locator`, run here when
-no target is given) the planner samples ``n_angles`` closing directions over 180 degrees and
+For the target object's segment (the locator's result on the same frame: its objects, or its
+centroids and label image in :func:`plan_grasp_segmented`; the locator runs here only when
+neither is given) the planner samples ``n_angles`` closing directions over 180 degrees and
 ``offsets`` of the jaw across the closing direction. For each candidate:
 
 - the *band* is the part of the object between the finger pads (within half a pad width of
@@ -35,12 +36,14 @@ from edge_loop.kernels.camera import Extrinsics, Intrinsics
 from edge_loop.kernels.grasp_types import MAX_OPENING, PlanarGrasp
 from edge_loop.kernels.object_locator import (
     DetectedObject,
+    HeightScene,
     LocatorParams,
     check_inputs,
     depth_in_metres,
     height_scene,
     locate_objects,
     locate_objects_reference,
+    rank_positions,
     rank_targets,
     world_points_reference,
 )
@@ -226,18 +229,54 @@ def _plan_for_target(target: np.ndarray, obstacles: np.ndarray,
     return out
 
 
+def grasp_scene(depth_m: np.ndarray, intrinsics: Intrinsics, extrinsics: Extrinsics,
+                params: GraspParams | None = None) -> tuple[HeightScene, np.ndarray]:
+    """The frame's geometry for planning: (height scene, (M, 3) obstacle points).
+
+    The part of planning that needs only the depth image: a node runs it as soon as the frame
+    arrives, before the locator's segmentation of that frame does.
+    """
+    p = params or DEFAULT_GRASP_PARAMS
+    check_inputs(None, depth_m, intrinsics)
+    scene = height_scene(depth_m, intrinsics, extrinsics)
+    return scene, scene.points(obstacle_pixels(scene.height, p))
+
+
+def plan_grasp_segmented(scene: HeightScene, obstacles: np.ndarray, positions: np.ndarray,
+                         segments: list[np.ndarray], params: GraspParams | None = None,
+                         tie_height: float = 0.01) -> list[PlanarGrasp]:
+    """Ranked grasps from the locator's result: centroids and segments (flat pixel indices).
+
+    ``positions`` (K, 3) and ``segments`` (K arrays, raster order) are one frame's
+    ``/edge_loop/objects`` and label image (:func:`segments_from_labels`); the objects are
+    tried in :func:`rank_positions` order, as :func:`plan_grasp` tries the locator's objects,
+    and give the same grasps bit for bit.
+    """
+    p = params or DEFAULT_GRASP_PARAMS
+    if len(positions) != len(segments):
+        raise ValueError(f'{len(positions)} object centroids but {len(segments)} segments')
+    if any(len(seg) == 0 for seg in segments):
+        raise ValueError('an object without pixels in the label image')
+    points = [scene.points(seg) for seg in segments]
+    tops = [float(pts[:, 2].max()) for pts in points]
+    xy = np.asarray(positions, np.float64).reshape(-1, 3)[:, :2]
+    for i in rank_positions(xy, np.asarray(tops), tie_height)[:p.max_targets]:
+        grasps = _plan_for_target(points[i], obstacles, p)
+        if grasps:
+            return grasps
+    return []
+
+
 def plan_grasp(depth_m: np.ndarray, intrinsics: Intrinsics, extrinsics: Extrinsics,
                target: DetectedObject | None = None, params: GraspParams | None = None,
                locator_params: LocatorParams | None = None,
                objects: list[DetectedObject] | None = None) -> list[PlanarGrasp]:
     """Deployed version: ranked grasp candidates (best first), [] when nothing is graspable.
 
-    ``objects`` (the locator's output on the same frame) saves running the locator again.
+    ``objects``: the locator's output on the same frame (else the locator runs here).
     """
     p = params or DEFAULT_GRASP_PARAMS
-    check_inputs(None, depth_m, intrinsics)
-    scene = height_scene(depth_m, intrinsics, extrinsics)
-    obstacles = scene.points(obstacle_pixels(scene.height, p))
+    scene, obstacles = grasp_scene(depth_m, intrinsics, extrinsics, p)
     if target is not None:
         return _plan_for_target(np.asarray(target.points, np.float32), obstacles, p)
     if objects is None:
@@ -248,4 +287,3 @@ def plan_grasp(depth_m: np.ndarray, intrinsics: Intrinsics, extrinsics: Extrinsi
         if grasps:
             return grasps
     return []
-

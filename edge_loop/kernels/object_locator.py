@@ -353,7 +353,9 @@ class DetectedObject:
         top: height of the highest point above the table, m.
         elongation: sqrt of the ratio of the principal variances (1 = round; yaw is
             meaningless near 1).
-        points: (N, 3) world points of the object (for the grasp planner).
+        points: (N, 3) world points of the object.
+        pixels: (N,) flat pixel indices (row * width + col) of those points, in raster order
+            for one segment (the label image the locator hands to the grasp planner).
 
     """
 
@@ -366,6 +368,8 @@ class DetectedObject:
     elongation: float = 1.0
     points: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.float32),
                                repr=False, compare=False)
+    pixels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False,
+                               compare=False)
 
 
 # --- input handling ---------------------------------------------------------------------------
@@ -1143,7 +1147,7 @@ def locate_objects_reference(color_rgb: np.ndarray | None, depth_m: np.ndarray,
             position=centre, yaw=yaw, pixel_count=len(pixels),
             mask_bbox=(int(cols.min()), int(rows.min()), int(cols.max()), int(rows.max())),
             score=_score(len(pixels), min_pixels), top=float(pts[:, 2].max()),
-            elongation=elong, points=pts.astype(np.float32)))
+            elongation=elong, points=pts.astype(np.float32), pixels=rows * w + cols))
     return objects
 
 
@@ -1566,6 +1570,7 @@ def locate_objects(color_rgb: np.ndarray | None, depth_m: np.ndarray, intrinsics
     sel = np.flatnonzero(lab > 0)
     sel = sel[np.argsort(lab[sel], kind='stable')]
     lab, obj_pts, rows, cols = lab[sel] - 1, pts[sel], rows[sel], cols[sel]
+    obj_idx = fg_idx[sel]
     count_i = np.bincount(lab, minlength=m)
     starts = np.concatenate([[0], np.cumsum(count_i)[:-1]])
     count = count_i.astype(np.float64)
@@ -1590,7 +1595,7 @@ def locate_objects(color_rgb: np.ndarray | None, depth_m: np.ndarray, intrinsics
             position=np.array([mx[k], my[k], mz[k]]), yaw=yaw, pixel_count=n,
             mask_bbox=(int(u0[k]), int(v0[k]), int(u1[k]), int(v1[k])),
             score=_score(n, min_pixels), top=float(top[k]), elongation=elong,
-            points=obj_pts[starts[k]:starts[k] + n]))
+            points=obj_pts[starts[k]:starts[k] + n], pixels=obj_idx[starts[k]:starts[k] + n]))
     return objects
 
 
@@ -1669,7 +1674,8 @@ def _merged(group: list[DetectedObject], min_pixels: int) -> DetectedObject:
                           mask_bbox=(int(boxes[:, 0].min()), int(boxes[:, 1].min()),
                                      int(boxes[:, 2].max()), int(boxes[:, 3].max())),
                           score=_score(n, min_pixels), top=float(max(o.top for o in group)),
-                          elongation=elong, points=pts)
+                          elongation=elong, points=pts,
+                          pixels=np.concatenate([o.pixels for o in group]))
 
 
 def merge_over_split(objects: list[DetectedObject], contact_logits: np.ndarray,
@@ -1787,17 +1793,58 @@ def rank_targets(objects: list[DetectedObject], tie_height: float = 0.01) -> lis
     """Indices of ``objects`` in picking order (see the module docstring)."""
     if not objects:
         return []
-    pos = np.array([o.position[:2] for o in objects])
-    if len(objects) > 1:
+    return rank_positions(np.array([o.position[:2] for o in objects]),
+                          np.array([o.top for o in objects]), tie_height)
+
+
+def rank_positions(xy: np.ndarray, tops: np.ndarray, tie_height: float = 0.01) -> list[int]:
+    """Picking order from (K, 2) world centroids and (K,) tops: what :func:`rank_targets` uses.
+
+    A consumer of the locator's result (the grasp planner) ranks with this from the published
+    centroids and the segments' tops, without the :class:`DetectedObject` records.
+    """
+    n = len(xy)
+    if n == 0:
+        return []
+    pos = np.asarray(xy, np.float64)
+    if n > 1:
         dist = np.linalg.norm(pos[:, None, :] - pos[None, :, :], axis=-1)
         np.fill_diagonal(dist, np.inf)
         isolation = dist.min(axis=1)
     else:
         isolation = np.array([np.inf])
-    tops = np.array([o.top for o in objects])
+    tops = np.asarray(tops, np.float64)
     # Quantise heights to tie_height bands measured down from the highest object.
     band = np.floor((tops.max() - tops) / tie_height).astype(int)
-    return sorted(range(len(objects)), key=lambda i: (band[i], -isolation[i], i))
+    return sorted(range(n), key=lambda i: (band[i], -isolation[i], i))
+
+
+def label_image(objects: list[DetectedObject], height: int, width: int) -> np.ndarray:
+    """(H, W) label image: 0 = background, k = ``objects[k - 1]`` (uint8; uint16 past 255).
+
+    The segmentation the locator hands on with ``/edge_loop/objects`` (its poses in the same
+    order), so the grasp planner uses this frame's one perception result.
+    """
+    dtype = np.uint8 if len(objects) <= np.iinfo(np.uint8).max else np.uint16
+    labels = np.zeros(height * width, dtype)
+    for k, obj in enumerate(objects, 1):
+        labels[obj.pixels] = k
+    return labels.reshape(height, width)
+
+
+def segments_from_labels(labels: np.ndarray, count: int) -> list[np.ndarray]:
+    """Flat pixel indices of labels 1..``count``, each in raster order (see :func:`label_image`).
+
+    Raster order is the order of :attr:`DetectedObject.pixels` for every object the depth
+    locator finds, so points taken at these indices are those of the locator's objects.
+    """
+    flat = np.asarray(labels).reshape(-1)
+    idx = np.flatnonzero(flat)
+    lab = flat[idx]
+    order = np.argsort(lab, kind='stable')
+    idx, lab = idx[order], lab[order]
+    bounds = np.searchsorted(lab, np.arange(1, count + 2))
+    return [idx[bounds[k]:bounds[k + 1]] for k in range(count)]
 
 
 def select_target(objects: list[DetectedObject], tie_height: float = 0.01) -> int | None:
