@@ -48,7 +48,7 @@ verify: setup
 	$(VENV)/bin/edge-loop verify
 
 lint: setup
-	$(PY) -m ruff check edge_loop test bench launch setup.py
+	$(PY) -m ruff check edge_loop test bench tools launch setup.py
 
 bench: bench-transport bench-sim bench-vision bench-deadline bench-occupancy bench-grasp-state \
 	bench-replay bench-pick-kernel bench-pick

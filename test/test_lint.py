@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ['edge_loop', 'test', 'bench', 'launch', 'setup.py']
+SOURCES = ['edge_loop', 'test', 'bench', 'tools', 'launch', 'setup.py']
 
 pytestmark = pytest.mark.linter
 

@@ -213,7 +213,7 @@ class ShmLoan:
     def send(self, yield_cpu: bool = True) -> int:
         """Publish the sample; returns the send time (CLOCK_MONOTONIC ns).
 
-        ``yield_cpu=False`` skips the yield below (for ``bench/bench_wake_yield.py``).
+        ``yield_cpu=False`` skips the yield below (an A/B of the yield; docs/decisions/0002).
         """
         sample, self._sample = self._sample, None
         if sample is None:
@@ -225,7 +225,7 @@ class ShmLoan:
         # The kernel wakes a consumer on the notifying CPU (99% of frames here), where it then
         # waits for whatever this process does next (the ROS announcement, the next physics
         # step). Give it the CPU now: behind 150 us of producer work a consumer's p50 went
-        # 382 -> 223 us, behind 1 ms its p90 1263 -> 245 us (bench/bench_wake_yield.py).
+        # 382 -> 223 us, behind 1 ms its p90 1263 -> 245 us (docs/decisions/0002).
         if yield_cpu:
             os.sched_yield()
         return send_ns

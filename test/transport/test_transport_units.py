@@ -100,7 +100,7 @@ def test_camera_info_round_trip():
 
 
 def test_the_shared_memory_data_plane_imports_without_rclpy():
-    # bench_transport's shm_core variant and bench_wake_yield run where ROS is not installed.
+    # bench_transport's shm_core variant runs where ROS is not installed.
     code = ('import sys\n'
             'from edge_loop.transport import remove_stale_resources, shm, shm_available\n'
             'assert "rclpy" not in sys.modules, "rclpy was imported"\n'

@@ -10,12 +10,12 @@ objects, which detection covers it (merge, centroid pulled off, not segmented), 
 false detection which truth label it lies on (split of an object, floor, an invisible
 object). Optionally saves PNG crops (colour | truth | detections).
 
-    python bench/analyse_locator_misses.py --seed 300000 --scenes 200 [--crops DIR]
+    python tools/analyse_locator_misses.py --seed 300000 --scenes 200 [--crops DIR]
         [--json out.json] [--param name=value ...] [--truth sensed]
         [--oracle cuts|merges|both]
 
 ``--oracle`` takes the segmentation's cuts and/or merges from the simulator's labels
-(bench/locator_oracle.py): what better segmentation could still gain.
+(tools/locator_oracle.py): what better segmentation could still gain.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ from edge_loop.kernels.object_locator import (
 from edge_loop.sim.lighting import CONDITION_NAMES
 from edge_loop.sim.world import SimWorld
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# bench_vision (the benchmark's matching radius) lives in bench/, the oracle beside this file.
+sys.path[:0] = [str(Path(__file__).resolve().parent),
+                str(Path(__file__).resolve().parents[1] / 'bench')]
 from bench_vision import MATCH_RADIUS  # noqa: E402
 from locator_oracle import MODES as ORACLE_MODES  # noqa: E402
 from locator_oracle import oracle, set_frame_label  # noqa: E402
@@ -63,6 +65,7 @@ def greedy_match(objects, truth):
 
 
 def detection_labels(objects, intr, ext) -> np.ndarray:
+    """Label image of the detections' pixels (detection index + 1, 0 elsewhere)."""
     lab = np.zeros((intr.height, intr.width), np.int32)
     for i, o in enumerate(objects):
         lab[object_pixels(o, intr, ext)] = i + 1
@@ -78,6 +81,7 @@ def touching(label: np.ndarray, k: int) -> list[int]:
 
 
 def crop_png(path: Path, frame, det_lab, bbox, pad=30):
+    """Save colour | truth | detections around ``bbox`` as one PNG."""
     h, w = det_lab.shape
     u0, v0, u1, v1 = bbox
     u0, v0 = max(u0 - pad, 0), max(v0 - pad, 0)
@@ -215,6 +219,7 @@ def analyse(seeds, params: LocatorParams, crops: Path | None, conditions=CONDITI
 
 
 def main(argv=None) -> int:
+    """Run the analysis over the training scenes and print the categories."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--seed', type=int, default=300000)
     ap.add_argument('--scenes', type=int, default=200)

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Why slips are decided late: per slip event, which cue fires first and what the signals do.
 
-Usage: python bench/analyse_grasp_slips.py traces.pkl [--late-ms 20] [--worst 10] [--verbose]
+Usage: python tools/analyse_grasp_slips.py traces.pkl [--late-ms 20] [--worst 10] [--verbose]
 
 Loads traces saved by ``bench/bench_grasp_state.py --save`` (use the training split for
 development), classifies them with the shear channel, and for every sustained slip event
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The traces and the table's episode kinds come from the benchmark in bench/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'bench'))
 
 import bench_grasp_state as bench  # noqa: E402
 
@@ -82,6 +83,7 @@ def slip_events(trace):
 
 
 def main() -> None:
+    """Print the slip latencies, their cues and the worst episodes of a traces file."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('traces')
     ap.add_argument('--late-ms', type=float, default=20.0)
