@@ -402,8 +402,8 @@ def test_per_gripper_bias_is_removed():
 
 @pytest.mark.slow
 def test_simulated_grasp_trial_is_classified():
-    grasp_trial = pytest.importorskip('edge_loop.sim.grasp_trial')
     from edge_loop.kernels.grasp_types import PlanarGrasp
+    from edge_loop.sim import grasp_trial
     from edge_loop.sim.world import SimWorld
 
     with SimWorld(0, object_specs=['cube']) as world:

@@ -317,7 +317,6 @@ def test_symmetric_yaw_picks_the_nearest_jaw_orientation():
 
 @pytest.mark.slow
 def test_closed_loop_pick_in_the_simulator():
-    pytest.importorskip('edge_loop.sim.world')
     from edge_loop.pick_episode import run_pick_episode
 
     result = run_pick_episode(800, 'nominal', n_objects=2)
@@ -329,7 +328,6 @@ def test_closed_loop_pick_in_the_simulator():
 def test_a_grip_that_let_go_in_the_simulator_is_picked_lower():
     # held-out scene 819 (harsh shadow): the planned grip holds on the table and lets go as the
     # lift starts, three times in a row with regrasp_deeper 0; one centimetre lower it holds
-    pytest.importorskip('edge_loop.sim.world')
     from edge_loop.pick_episode import run_pick_episode
 
     same = run_pick_episode(819, 'harsh_shadow', n_objects=3,
@@ -343,8 +341,8 @@ def test_a_grip_that_let_go_in_the_simulator_is_picked_lower():
 
 @pytest.mark.slow
 def test_the_episode_metric_sees_a_finger_driven_into_an_object():
-    sim = pytest.importorskip('edge_loop.sim.world')
     from edge_loop.pick_episode import _into_occupied
+    from edge_loop.sim import world as sim
 
     with sim.SimWorld(0, object_specs=['cube']) as world:
         (pos, _) = world.objects[0].pose
