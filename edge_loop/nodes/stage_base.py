@@ -206,6 +206,13 @@ class StageNode(LifecycleNode):
                 self._declare_errors.append(self._describe_bad_override(spec, exc))
                 self.declare_parameter(spec.name, spec.default, spec.descriptor(),
                                        ignore_override=True)
+        # debug_delay_ms takes effect while active too (edge-loop check slows a running stage).
+        self.add_post_set_parameters_callback(self._on_params_set)
+
+    def _on_params_set(self, params: list[Any]) -> None:
+        for p in params:
+            if p.name == 'debug_delay_ms' and 'debug_delay_ms' in self.params:
+                self.params['debug_delay_ms'] = float(p.value)
 
     def _describe_bad_override(self, spec: Param, exc: Exception) -> str:
         override = getattr(self, '_parameter_overrides', {}).get(spec.name)
