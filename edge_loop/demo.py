@@ -486,10 +486,10 @@ def run(args: argparse.Namespace) -> int:
     extra: dict[str, dict[str, Any]] = {stage: {'copy_audit': True} for stage in (
         'object_locator', 'grasp_planner', 'occupancy_mapper')}
     if args.bag is not None:
-        extra['bag_player'] = {'restamp': True, 'wait_topics': [topics.CAMERA_INFO]}
         nodes = bringup.graph('bag', bag=str(args.bag), transport=args.transport, extra=extra)
     else:
-        extra['sim_robot'] = {'lockstep': True, 'split': 'heldout', 'seed': args.seed - 1,
+        # lock-step and sim time come with the graph description (bringup.SOURCE_SETTINGS)
+        extra['sim_robot'] = {'split': 'heldout', 'seed': args.seed - 1,
                               'n_objects': args.objects}
         nodes = bringup.graph('sim', transport=args.transport, extra=extra)
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix='edge_loop_demo_'))

@@ -62,9 +62,9 @@ class LifecycleClient:
     def __init__(self, node: Node, target: str) -> None:
         self.target = target.lstrip('/')
         group = ReentrantCallbackGroup()
-        self._change = node.create_client(ChangeState, f'/{self.target}/change_state',
+        self._change = node.create_client(ChangeState, f'{self.target}/change_state',
                                           callback_group=group)
-        self._get = node.create_client(GetState, f'/{self.target}/get_state',
+        self._get = node.create_client(GetState, f'{self.target}/get_state',
                                        callback_group=group)
         self._node = node
 

@@ -6,7 +6,17 @@
   next camera frame only once the loop answered the previous one (a message on
   every ``lockstep_topics`` stamped with that frame's stamp) or ``lockstep_timeout_s`` passed, for
   deterministic regression on a noisy machine.
-- Waits until ``wait_topics`` have subscribers before the first message (ros2/rosbag2#109).
+- Waits until ``wait_topics`` have subscribers before the first message (ros2/rosbag2#109),
+  and, with ``wait_for_manager``, until that lifecycle manager reports the whole graph active
+  (its latched ``~/active``): a replay that starts while the stages are still configuring
+  loses its first frames.
+- ``loop`` starts again at the end (new stamps each pass), ``rate`` scales the recorded
+  spacing, ``start_paused`` waits for ``~/resume``; ``~/pause`` and ``~/resume`` (Trigger)
+  work at any time.
+- ``publish_clock`` publishes /clock from the bag's receive times (``ros2 bag play --clock``),
+  at ``clock_rate_hz`` and before every camera frame, for graphs on ``use_sim_time``; across a
+  ``loop`` the clock keeps running forward. The bag's own /clock is skipped
+  (``skip_topics``).
 - ``restamp`` rewrites header stamps to the replay time (same original stamp -> same new
   stamp, so colour, depth and camera_info of a frame still pair), which makes
   ``now - stamp`` a real latency; off, stamps and bytes go out exactly as recorded.
@@ -27,7 +37,9 @@ import rclpy
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
+from rosgraph_msgs.msg import Clock
 from std_msgs.msg import Bool
+from std_srvs.srv import Trigger
 
 from edge_loop import topics
 from edge_loop.bags import (
@@ -77,6 +89,14 @@ class BagPlayer(StageNode):
               type='str[]'),
         Param('start_delay_s', 0.0, 'Pause after subscribers matched, before the first message',
               min=0.0, max=60.0),
+        Param('start_paused', False, 'Wait for ~/resume before the first message'),
+        Param('publish_clock', False,
+              'Publish /clock from the bag (for use_sim_time graphs; use with restamp false)'),
+        Param('clock_rate_hz', 100.0, '/clock messages per second of bag time (publish_clock)',
+              min=1.0, max=10000.0),
+        Param('wait_for_manager', '',
+              "Lifecycle manager whose latched ~/active must be true before playing ('': "
+              'do not wait)'),
     )
 
     def __init__(self, **kwargs: Any) -> None:
@@ -97,6 +117,13 @@ class BagPlayer(StageNode):
         self._typestore = None
         self.published = 0
         self.lockstep_timeouts = 0
+        self._resumed = threading.Event()
+        self._graph_active = threading.Event()
+        self._clock_pub = None
+        self._clock_offset_ns = 0     # added to bag time on each loop pass (monotonic /clock)
+        self._last_clock_ns = -1
+        self._services: list[Any] = []
+        self._extra_subs: list[Any] = []
 
     # --- lifecycle --------------------------------------------------------------------------
     def configure_stage(self) -> None:
@@ -128,6 +155,26 @@ class BagPlayer(StageNode):
                 cls, topic, 50, event_callbacks=PublisherEventCallbacks(
                     matched=lambda info, t=topic: self._on_matched(t, info)))
         self._done_pub = self.create_lifecycle_publisher(Bool, '~/done', _LATCHED)
+        if self.params['publish_clock']:
+            if self.params['restamp']:
+                raise ConfigError("parameter 'publish_clock' = True needs 'restamp' = False: "
+                                  'restamped headers would not match the bag clock')
+            self._clock_pub = self.create_lifecycle_publisher(Clock, topics.CLOCK, 10)
+        self._services = [
+            self.create_service(Trigger, '~/pause', self._on_pause),
+            self.create_service(Trigger, '~/resume', self._on_resume)]
+        if self.params['start_paused']:
+            self._resumed.clear()
+        else:
+            self._resumed.set()
+        self._graph_active.clear()
+        self._clock_offset_ns, self._last_clock_ns = 0, -1
+        if self.params['wait_for_manager']:
+            self._extra_subs.append(self.create_subscription(
+                Bool, f"{self.params['wait_for_manager'].strip('/')}/active",
+                self._on_manager_active, _LATCHED))
+        else:
+            self._graph_active.set()
         if self.params['mode'] == 'lockstep':
             for topic in self.params['lockstep_topics']:
                 answer_type = self._types.get(topic) or message_class(
@@ -168,9 +215,15 @@ class BagPlayer(StageNode):
         if self._done_pub is not None:
             self.destroy_publisher(self._done_pub)
             self._done_pub = None
-        for sub in self._answer_subs:
+        for sub in self._answer_subs + self._extra_subs:
             self.destroy_subscription(sub)
-        self._answer_subs = []
+        self._answer_subs, self._extra_subs = [], []
+        for srv in self._services:
+            self.destroy_service(srv)
+        self._services = []
+        if self._clock_pub is not None:
+            self.destroy_publisher(self._clock_pub)
+            self._clock_pub = None
         if self._reader is not None:
             self._reader.close()
             self._reader = None
@@ -192,6 +245,28 @@ class BagPlayer(StageNode):
                 self._answers.pop(next(iter(self._answers)))
             self._answered.notify_all()
 
+    def _on_pause(self, _request: Any, response: Any) -> Any:
+        self._resumed.clear()
+        response.success, response.message = True, 'paused'
+        return response
+
+    def _on_resume(self, _request: Any, response: Any) -> Any:
+        self._resumed.set()
+        response.success, response.message = True, 'playing'
+        return response
+
+    def _on_manager_active(self, msg: Any) -> None:
+        if msg.data:
+            self._graph_active.set()
+
+    def _wait_resumed(self) -> bool:
+        """Block while paused; False when stopping."""
+        while not self._resumed.is_set():
+            if self._stop.is_set():
+                return False
+            self._resumed.wait(0.05)
+        return not self._stop.is_set()
+
     def _on_matched(self, topic: str, info: Any) -> None:
         self._matched[topic] = int(info.current_count)
 
@@ -204,6 +279,15 @@ class BagPlayer(StageNode):
 
     def _wait_for_subscribers(self) -> bool:
         deadline = time.monotonic() + self.params['wait_timeout_s']
+        while not self._graph_active.is_set():
+            if self._stop.is_set():
+                return False
+            if time.monotonic() > deadline:
+                self.get_logger().warning(
+                    f"{self.params['wait_for_manager']} did not report the graph active within "
+                    f"{self.params['wait_timeout_s']} s; playing anyway")
+                break
+            self._stop.wait(0.02)
         for topic in self.params['wait_topics']:
             while not self._has_reader(topic):
                 if self._stop.is_set():
@@ -231,16 +315,21 @@ class BagPlayer(StageNode):
             return
         if self.params['start_delay_s'] > 0:
             self._stop.wait(self.params['start_delay_s'])
+        passes = 0
         while not self._stop.is_set():
-            self._play_once()
-            if not self.params['loop']:
+            first, last = self._play_once()
+            passes += 1
+            if not self.params['loop'] or first is None:
                 break
+            # The next pass's bag time continues one clock period after this one's end.
+            self._clock_offset_ns += last - first + int(1e9 / self.params['clock_rate_hz'])
         if not self._stop.is_set() and self._done_pub is not None:
             self._done_pub.publish(Bool(data=True))
             self.get_logger().info(f'playback finished: {self.published} messages, '
                                    f'{self.lockstep_timeouts} lock-step timeouts')
 
-    def _play_once(self) -> None:
+    def _play_once(self) -> tuple[int | None, int]:
+        """One pass through the bag; returns its first and last receive times (ns)."""
         assert self._reader is not None
         lockstep = self.params['mode'] == 'lockstep'
         rate = self.params['rate']
@@ -250,11 +339,18 @@ class BagPlayer(StageNode):
         t0_wall = time.monotonic()
         stamp_map: dict[int, int] = {}
         pending: tuple[int, int] | None = None  # (log time, published stamp) of last frame
+        last_log = 0
         for item in self._reader.messages(list(self._topic_pubs)):
             if self._stop.is_set():
-                return
+                return t0_log, last_log
+            if not self._resumed.is_set():
+                paused_at = time.monotonic()
+                if not self._wait_resumed():
+                    return t0_log, last_log
+                t0_wall += time.monotonic() - paused_at   # the pause does not count as lag
             if t0_log is None:
                 t0_log = item.timestamp_ns
+            last_log = item.timestamp_ns
             if lockstep:
                 if pending is not None and item.timestamp_ns != pending[0]:
                     self._wait_answer(pending[1])
@@ -263,12 +359,26 @@ class BagPlayer(StageNode):
                 due = t0_wall + (item.timestamp_ns - t0_log) / 1e9 / rate
                 delay = due - time.monotonic()
                 if delay > 0 and self._stop.wait(delay):
-                    return
+                    return t0_log, last_log
+            if self._clock_pub is not None:
+                self._tick_clock(item.timestamp_ns, force=item.topic in CAMERA_TOPICS)
             stamp = self._publish(item, restamp, stamp_map)
             if item.topic == frame_topic and stamp is not None:
                 pending = (item.timestamp_ns, stamp)
         if lockstep and pending is not None:
             self._wait_answer(pending[1])
+        return t0_log, last_log
+
+    def _tick_clock(self, log_ns: int, force: bool) -> None:
+        """Publish /clock at the bag time of the next message (at most clock_rate_hz)."""
+        now_ns = log_ns + self._clock_offset_ns
+        period = int(1e9 / self.params['clock_rate_hz'])
+        if now_ns <= self._last_clock_ns or (not force and now_ns - self._last_clock_ns < period):
+            return
+        msg = Clock()
+        msg.clock.sec, msg.clock.nanosec = divmod(now_ns, 10**9)
+        self._clock_pub.publish(msg)
+        self._last_clock_ns = now_ns
 
     def _publish(self, item: BagMessage, restamp: bool, stamp_map: dict[int, int]) -> int | None:
         """Publish one message (or add it to a shared-memory frame); returns its stamp."""
@@ -278,7 +388,8 @@ class BagPlayer(StageNode):
             # Header-first message: published as the recorded bytes (restamped in place),
             # no deserialize/serialize round trip at the gripper's 240 Hz.
             original = cdr_stamp_ns(item.data)
-            stamp = self._new_stamp(original, stamp_map) if restamp else original
+            stamp = self._new_stamp(original, stamp_map) if restamp else (
+                original + self._clock_offset_ns)
             data = cdr_with_stamp(item.data, stamp) if stamp != original else item.data
             self._topic_pubs[item.topic].publish(data)
             self.published += 1
@@ -305,9 +416,11 @@ class BagPlayer(StageNode):
         if header is None:
             return None
         original = header.stamp.sec * 10**9 + header.stamp.nanosec
-        if not restamp:
+        if not restamp and not self._clock_offset_ns:
             return original
-        stamp = self._new_stamp(original, stamp_map)
+        # Restamped to the replay time, or (bag clock, a later loop pass) moved on with /clock.
+        stamp = (self._new_stamp(original, stamp_map) if restamp
+                 else original + self._clock_offset_ns)
         header.stamp.sec, header.stamp.nanosec = divmod(stamp, 10**9)
         return stamp
 

@@ -139,7 +139,7 @@ class LifecycleManager(Node):
 
         self._group = ReentrantCallbackGroup()
         self._lifecycle = {n: LifecycleClient(self, n) for n in self.node_names}
-        self._heartbeat = {n: self.create_client(GetState, f'/{n}/get_state',
+        self._heartbeat = {n: self.create_client(GetState, f'{n}/get_state',
                                                  callback_group=self._group)
                            for n in self.node_names}
         self._watch: dict[str, _Watch] = {}
@@ -371,7 +371,7 @@ class LifecycleManager(Node):
         """The pid of ``name`` from its ``process`` parameter, when it runs on this host."""
         from rcl_interfaces.srv import GetParameters
 
-        client = self.create_client(GetParameters, f'/{name}/get_parameters',
+        client = self.create_client(GetParameters, f'{name}/get_parameters',
                                     callback_group=self._group)
         try:
             if not client.wait_for_service(timeout_sec=2.0):
