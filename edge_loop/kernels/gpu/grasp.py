@@ -1,0 +1,146 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Grasp-candidate scoring in torch: the planner's candidate evaluation on any device.
+
+:func:`score_candidates` evaluates every (closing direction, jaw offset) candidate of one
+target at once, as the deployed numpy planner (:func:`edge_loop.kernels.grasp_planner.plan_grasp`
+with a target) does: the band of target points between the pads, its contact width and top,
+the closing height, both finger footprints against the obstacle points, and the quality. The
+differences are in *how*: obstacles are every ``obstacle_stride``-th pixel with the
+non-obstacles masked (no boolean indexing, so no host synchronisation before the end), and
+every candidate is checked against every obstacle rather than the feasible ones only; the
+masks make the result the same. One device-to-host transfer per target brings back the
+candidates' numbers (24 x 3 of them by default), never an image.
+
+``dtype`` is the precision of the target and obstacle coordinates relative to the target's
+centroid (tens of centimetres at most); openings, heights and qualities are float64 on the
+host as in the numpy planner.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from edge_loop.kernels.camera import Extrinsics, Intrinsics
+from edge_loop.kernels.gpu.locator import world_rays_t
+from edge_loop.kernels.gpu.occupancy import depth_metres
+from edge_loop.kernels.grasp_planner import DEFAULT_GRASP_PARAMS, GraspParams
+from edge_loop.kernels.grasp_types import PlanarGrasp
+from edge_loop.kernels.object_locator import DetectedObject, check_inputs
+
+
+def obstacle_points(depth: torch.Tensor, intr: Intrinsics, ext: Extrinsics,
+                    params: GraspParams = DEFAULT_GRASP_PARAMS) -> torch.Tensor:
+    """(M, 3) float32 world points of every ``obstacle_stride``-th pixel.
+
+    z is -inf where the pixel is no obstacle (not above ``obstacle_min_height``, or no depth).
+    """
+    s = params.obstacle_stride
+    rays, origin = world_rays_t(intr, ext, depth.device)
+    d = depth_metres(depth[::s, ::s])
+    r = rays[:, ::s, ::s]
+    pts = d.unsqueeze(0) * r + origin[:, None, None]
+    obstacle = pts[2] > params.obstacle_min_height
+    z = torch.where(obstacle, pts[2], torch.full_like(pts[2], -math.inf))
+    x = torch.where(obstacle, pts[0], torch.zeros_like(pts[0]))
+    y = torch.where(obstacle, pts[1], torch.zeros_like(pts[1]))
+    return torch.stack([x.reshape(-1), y.reshape(-1), z.reshape(-1)], dim=1)
+
+
+def score_candidates(target: torch.Tensor, obstacles: torch.Tensor,
+                     params: GraspParams = DEFAULT_GRASP_PARAMS,
+                     dtype: torch.dtype = torch.float32) -> list[PlanarGrasp]:
+    """Ranked feasible grasps (best first) of one target's (N, 3) float32 world points."""
+    p = params
+    dev = target.device
+    n_all = target.shape[0]
+    if n_all == 0:
+        return []
+    centroid = target[:, :2].to(torch.float64).mean(0)
+    stride = -(-n_all // p.max_target_points)
+    pts = target[::stride]
+    yaws = torch.arange(p.n_angles, dtype=torch.float64, device=dev) * (math.pi / p.n_angles)
+    offs = torch.tensor(p.offsets, dtype=torch.float64, device=dev)
+    cos, sin = torch.cos(yaws).to(dtype), torch.sin(yaws).to(dtype)
+    c32 = centroid.to(torch.float32)
+    rel = (pts[:, :2] - c32).to(dtype)
+    s = rel[:, :1] * cos + rel[:, 1:] * sin                                 # (N, K)
+    t = rel[:, 1:] * cos - rel[:, :1] * sin
+    band = (t[:, :, None] - offs.to(dtype)).abs() <= p.finger_width / 2     # (N, K, O)
+    n_band = band.sum(0)
+    big = 1e4   # metres: beyond any coordinate, inside half precision's range
+    s3 = s[:, :, None]
+    s_min = torch.where(band, s3, torch.full_like(s3, big)).amin(0).to(torch.float64)
+    s_max = torch.where(band, s3, torch.full_like(s3, -big)).amax(0).to(torch.float64)
+    z3 = pts[:, 2, None, None]
+    z_top = torch.where(band, z3, torch.full_like(z3, -big)).amax(0).to(torch.float64)
+    opening = s_max - s_min + 2 * p.clearance
+    feasible = (n_band >= p.min_band_points) & (opening <= p.max_opening)
+    s_mid = (s_min + s_max) / 2
+    tcp_z = torch.clamp(z_top - p.grasp_depth,
+                        min=p.floor_height + p.pad_half_height + p.table_margin)
+    tip_z = (tcp_z - p.pad_half_height).to(torch.float32)
+    reach = p.max_opening / 2 + p.finger_thickness + p.collision_margin + max(
+        abs(o) for o in p.offsets) + p.finger_width
+    rel_o32 = obstacles[:, :2] - c32
+    near = (rel_o32 * rel_o32).sum(1) <= np.float32((reach + 0.05) ** 2)
+    rel_o = rel_o32.to(dtype)
+    so = rel_o[:, :1] * cos + rel_o[:, 1:] * sin                            # (M, K)
+    to = rel_o[:, 1:] * cos - rel_o[:, :1] * sin
+    across = (to[:, :, None] - offs.to(dtype)).abs() <= (p.finger_width / 2
+                                                         + p.collision_margin)
+    lo = (opening / 2 - p.collision_margin).to(dtype)
+    hi = (opening / 2 + p.finger_thickness + p.collision_margin).to(dtype)
+    r = (so[:, :, None] - s_mid.to(dtype)).abs()
+    hits = (across & (r >= lo) & (r <= hi) & (obstacles[:, 2, None, None] > tip_z)
+            & near[:, None, None])
+    free = feasible & (hits.sum(0) < p.max_collision_points)
+    off_centre = torch.hypot(s_mid, offs)
+    quality = 1.0 - opening / p.max_opening - p.centre_weight * off_centre / p.max_opening
+    # one transfer: the candidates' numbers, (6, K, O) float64
+    host = torch.stack([free.to(torch.float64), quality, s_mid, opening, tcp_z,
+                        offs.expand_as(quality)]).cpu().numpy()
+    free_h, quality_h, s_mid_h, opening_h, tcp_h, _ = host
+    k_f, o_f = np.nonzero(free_h > 0)
+    q = quality_h[k_f, o_f]
+    c = centroid.cpu().numpy()
+    yaws_h = np.arange(p.n_angles) * (np.pi / p.n_angles)
+    offs_h = np.asarray(p.offsets, dtype=np.float64)
+    out = []
+    for i in np.argsort(-q, kind='stable')[:p.max_candidates]:
+        k, o = k_f[i], o_f[i]
+        d = np.array([np.cos(yaws_h[k]), np.sin(yaws_h[k])])
+        e = np.array([-np.sin(yaws_h[k]), np.cos(yaws_h[k])])
+        centre_xy = c + d * s_mid_h[k, o] + e * offs_h[o]
+        out.append(PlanarGrasp(center=[centre_xy[0], centre_xy[1], tcp_h[k, o]],
+                               yaw=float(yaws_h[k]), opening=float(opening_h[k, o]),
+                               finger_width=p.finger_width, quality=float(q[i])))
+    return out
+
+
+def plan_grasp_on(device: str | torch.device, dtype: torch.dtype = torch.float32):
+    """Grasps for a given target on ``device``, numpy in and out (the handoff included).
+
+    The signature of ``plan_grasp(depth, intr, ext, target, params)``.
+    """
+    dev = torch.device(device)
+
+    def plan(depth_m: np.ndarray, intrinsics: Intrinsics, extrinsics: Extrinsics,
+             target: DetectedObject | None = None,
+             params: GraspParams | None = None) -> list[PlanarGrasp]:
+        from edge_loop.kernels.gpu.transfer import as_host_tensor
+
+        if target is None:
+            raise ValueError('the GPU scorer plans for a given target (the locator finds it)')
+        check_inputs(None, depth_m, intrinsics)
+        p = params or DEFAULT_GRASP_PARAMS
+        d = as_host_tensor(depth_m).to(dev)
+        obstacles = obstacle_points(d, intrinsics, extrinsics, p)
+        pts = torch.from_numpy(np.ascontiguousarray(target.points, np.float32)).to(dev)
+        return score_candidates(pts, obstacles, p, dtype)
+
+    plan.__name__ = f'plan_grasp_torch_{dev.type}_{str(dtype).removeprefix("torch.")}'
+    return plan

@@ -1,0 +1,275 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Occupancy integration in torch: :func:`edge_loop.kernels.occupancy.integrate` on any device.
+
+The same method as the numpy kernel (one cached world ray per pixel, horizontal patch area,
+a table-parallel patch next to holes and jumps, per-cell area sums, log-odds update), written
+against ``torch.device`` only, so it runs on the CPU, on CUDA and on ROCm/HIP alike.
+
+Two differences in *how*, none in *what*:
+
+- no boolean indexing: pixels that do not count get weight 0 and cell 0, so the whole update is
+  a fixed-shape graph with no host synchronisation (boolean indexing makes a GPU wait for the
+  count before it can size the result);
+- the per-cell sums are accumulated in float64 (``index_add_``), as ``np.bincount`` does: a
+  float32 atomic sum would also depend on the order the GPU threads arrive in.
+
+``dtype`` is the precision of the per-pixel geometry (world point in grid units, patch area).
+The ray table and the depth are rounded to it; the per-cell sums stay float64 and the log-odds
+float32 (``edge_loop/verify/ops_gpu_occupancy.py`` says what each dtype costs in cells).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from edge_loop.kernels.camera import Extrinsics, Intrinsics
+from edge_loop.kernels.occupancy import (
+    DEFAULT_GRID,
+    DEFAULT_PARAMS,
+    OCC_FREE,
+    OCC_OCCUPIED,
+    OCC_UNKNOWN,
+    GridSpec,
+    OccupancyParams,
+)
+
+
+@dataclass(frozen=True)
+class RayTable:
+    """Per-pixel world rays in grid units for one camera, grid and stride, on one device."""
+
+    gx: torch.Tensor        # (h, w) world x per metre of depth, in cells
+    gy: torch.Tensor
+    hz: torch.Tensor        # world z per metre of depth (m/m)
+    nominal: torch.Tensor   # (h-1, w-1) table-parallel patch area / depth^2 (cells)
+    gx0: float
+    gy0: float
+    hz0: float
+
+
+_TABLES: dict[tuple, RayTable] = {}
+
+
+def ray_table(intr: Intrinsics, ext: Extrinsics, spec: GridSpec, stride: int,
+              device: torch.device, dtype: torch.dtype = torch.float32) -> RayTable:
+    """The cached :class:`RayTable` (built in float64 on the host, uploaded once)."""
+    key = (intr, ext.rotation.tobytes(), ext.translation.tobytes(), spec, stride,
+           str(device), dtype)
+    table = _TABLES.get(key)
+    if table is not None:
+        return table
+    u = (np.arange(0, intr.width, stride, dtype=np.float64) - intr.cx) / intr.fx
+    v = (np.arange(0, intr.height, stride, dtype=np.float64) - intr.cy) / intr.fy
+    uu, vv = np.meshgrid(u, v)
+    rays = np.stack([uu, vv, np.ones_like(uu)], axis=-1) @ ext.rotation.T
+    res = spec.resolution
+    tz = ext.translation[2]
+    with np.errstate(divide='ignore', invalid='ignore'):
+        z_t = np.where(rays[..., 2] < 0, -tz / rays[..., 2], np.nan)
+    px = rays[..., 0] * z_t / res
+    py = rays[..., 1] * z_t / res
+    a = np.abs((px[:-1, 1:] - px[:-1, :-1]) * (py[1:, :-1] - py[:-1, :-1])
+               - (py[:-1, 1:] - py[:-1, :-1]) * (px[1:, :-1] - px[:-1, :-1]))
+    nominal = np.nan_to_num(a / z_t[:-1, :-1] ** 2, nan=0.0)
+
+    def up(x: np.ndarray) -> torch.Tensor:
+        # float32 first: the numpy kernel's table is float32, the same rounding
+        return torch.from_numpy(x.astype(np.float32)).to(device=device, dtype=dtype)
+
+    table = RayTable(up(rays[..., 0] / res), up(rays[..., 1] / res), up(rays[..., 2]),
+                     up(nominal),
+                     float(np.float32((ext.translation[0] - spec.origin_x) / res)),
+                     float(np.float32((ext.translation[1] - spec.origin_y) / res)),
+                     float(np.float32(ext.translation[2])))
+    if len(_TABLES) > 16:
+        _TABLES.clear()
+    _TABLES[key] = table
+    return table
+
+
+def depth_metres(depth: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Metres in ``dtype`` with NaN for no data, from 16-bit millimetres or float metres.
+
+    16-bit depth may come as ``torch.uint16`` or as ``torch.int16`` (the same bytes: torch's
+    uint16 support is thin, so the handoff ships the raw bits as int16).
+    """
+    if depth.dtype in (torch.int16, torch.uint16):
+        mm = depth.view(torch.int16).to(torch.int32) & 0xFFFF
+        z = mm.to(torch.float32) * 0.001
+        z = torch.where(mm == 0, torch.full_like(z, float('nan')), z)
+        return z.to(dtype)
+    if not depth.dtype.is_floating_point:
+        raise ValueError(f'depth must be 16-bit mm or float m, got {depth.dtype}')
+    z = depth.to(torch.float32)
+    z = torch.where(z > 0, z, torch.full_like(z, float('nan')))
+    return z.to(dtype)
+
+
+def cell_areas(depth: torch.Tensor, intr: Intrinsics, ext: Extrinsics,
+               spec: GridSpec = DEFAULT_GRID, params: OccupancyParams = DEFAULT_PARAMS,
+               dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """(total, high): float64 (rows, cols) observed surface per cell and its part up high.
+
+    "Up high" is above ``occupied_height``; ``depth`` is a tensor on the device the work runs on.
+    """
+    if depth.ndim != 2 or tuple(depth.shape) != (intr.height, intr.width):
+        raise ValueError(f'depth shape {tuple(depth.shape)} does not match the intrinsics '
+                         f'{intr.width}x{intr.height}')
+    if spec.width * spec.height >= 2 ** 24:
+        raise ValueError(f'grid of {spec.width}x{spec.height} cells: at most 2**24 cells')
+    s = params.pixel_stride
+    rays = ray_table(intr, ext, spec, s, depth.device, dtype)
+    # Read in ``dtype``, compute in float32: the patch areas are differences of coordinates
+    # near 100 cells, which half precision (11-bit mantissa) would cancel to a few bits.
+    z = depth_metres(depth[::s, ::s] if s > 1 else depth, dtype).to(torch.float32)
+    gx_r, gy_r, hz_r, nominal = (t.to(torch.float32) for t in (rays.gx, rays.gy, rays.hz,
+                                                                 rays.nominal))
+    gx = gx_r * z + rays.gx0
+    gy = gy_r * z + rays.gy0
+    dxu = gx[:-1, 1:] - gx[:-1, :-1]
+    dyu = gy[:-1, 1:] - gy[:-1, :-1]
+    dxv = gx[1:, :-1] - gx[:-1, :-1]
+    dyv = gy[1:, :-1] - gy[:-1, :-1]
+    area = (dxu * dyv - dyu * dxv).abs()
+    zc = z[:-1, :-1]
+    flat_area = nominal * zc * zc
+    # Next to a hole (NaN) or across a jump: assume a table-parallel patch.
+    area = torch.where(area <= params.max_area_ratio * flat_area, area, flat_area)
+    hz = hz_r[:-1, :-1] * zc + rays.hz0
+    px = torch.floor(gx[:-1, :-1])
+    py = torch.floor(gy[:-1, :-1])
+    keep = (hz <= params.max_height) & (px >= 0) & (px < spec.width) & (py >= 0) & (
+        py < spec.height)
+    flat = torch.where(keep, py * spec.width + px, torch.zeros_like(px)).to(torch.int64)
+    weight = torch.where(keep, area, torch.zeros_like(area)).to(torch.float64)
+    high_w = torch.where(hz > params.occupied_height, weight, torch.zeros_like(weight))
+    n = spec.width * spec.height
+    total = torch.zeros(n, dtype=torch.float64, device=depth.device)
+    high = torch.zeros(n, dtype=torch.float64, device=depth.device)
+    total.index_add_(0, flat.reshape(-1), weight.reshape(-1))
+    high.index_add_(0, flat.reshape(-1), high_w.reshape(-1))
+    return total.reshape(spec.shape), high.reshape(spec.shape)
+
+
+def update_logodds(logodds: torch.Tensor, total: torch.Tensor, high: torch.Tensor,
+                   params: OccupancyParams = DEFAULT_PARAMS) -> torch.Tensor:
+    """One frame's evidence applied to float32 ``logodds`` (new tensor), as the numpy kernel."""
+    observed = total >= params.min_observed_area
+    hit = observed & (high >= params.hit_area_fraction * total)
+    miss = observed & ~hit
+    out = logodds.to(torch.float32)
+    decayed = out * np.float32(1.0 - params.unobserved_decay)
+    decayed = torch.where(decayed.abs() < np.float32(params.decay_floor),
+                          torch.zeros_like(decayed), decayed)
+    out = torch.where(observed, out, decayed)
+    out = out + torch.where(hit, np.float32(params.l_hit), 0.0).to(torch.float32)
+    out = out + torch.where(miss, np.float32(params.l_miss), 0.0).to(torch.float32)
+    return out.clamp(params.l_min, params.l_max)
+
+
+def integrate_torch(logodds: torch.Tensor, depth: torch.Tensor, intr: Intrinsics,
+                    ext: Extrinsics, spec: GridSpec = DEFAULT_GRID,
+                    params: OccupancyParams = DEFAULT_PARAMS,
+                    dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Fuse one depth image (tensor, on the device the work runs on) into ``logodds``."""
+    if tuple(logodds.shape) != spec.shape:
+        raise ValueError(f'log-odds shape {tuple(logodds.shape)} does not match the grid '
+                         f'{spec.shape}')
+    total, high = cell_areas(depth, intr, ext, spec, params, dtype)
+    return update_logodds(logodds, total, high, params)
+
+
+def occupancy_grid_torch(logodds: torch.Tensor, params: OccupancyParams = DEFAULT_PARAMS,
+                         previous: torch.Tensor | None = None) -> torch.Tensor:
+    """int8 grid (-1/0/100) with the output hysteresis, as ``occupancy.to_occupancy_grid``."""
+    free = logodds < params.free_below
+    occupied = logodds > params.occupied_above
+    if previous is not None:
+        band = params.output_hysteresis
+        free = free | ((previous == OCC_FREE) & (logodds < params.free_below + band))
+        occupied = occupied | ((previous == OCC_OCCUPIED)
+                               & (logodds > params.occupied_above - band))
+    out = torch.full(logodds.shape, OCC_UNKNOWN, dtype=torch.int8, device=logodds.device)
+    out = torch.where(free, torch.tensor(OCC_FREE, dtype=torch.int8, device=out.device), out)
+    return torch.where(occupied, torch.tensor(OCC_OCCUPIED, dtype=torch.int8,
+                                              device=out.device), out)
+
+
+def integrate_on(device: str | torch.device, dtype: torch.dtype = torch.float32):
+    """:func:`integrate_torch` on ``device``, numpy in and out (the handoff included).
+
+    The signature of ``occupancy.integrate``, for the verification harness and the bench.
+    """
+    dev = torch.device(device)
+
+    def integrate(logodds: np.ndarray, depth_m: np.ndarray, intr: Intrinsics, ext: Extrinsics,
+                  spec: GridSpec = DEFAULT_GRID,
+                  params: OccupancyParams = DEFAULT_PARAMS) -> np.ndarray:
+        depth = np.asarray(depth_m)
+        if depth.ndim != 2 or depth.shape != (intr.height, intr.width):
+            raise ValueError(f'depth shape {depth.shape} does not match the intrinsics '
+                             f'{intr.width}x{intr.height}')
+        if depth.dtype == np.uint16:
+            depth = depth.view(np.int16)
+        elif depth.dtype != np.float32:
+            depth = depth.astype(np.float32)
+        # from_numpy needs writeable memory; a read-only view costs one copy (never the
+        # case for the node's frames, whose shared-memory samples are writeable views).
+        d = torch.from_numpy(depth if depth.flags.writeable else depth.copy())
+        lo = torch.from_numpy(np.ascontiguousarray(logodds, dtype=np.float32))
+        out = integrate_torch(lo.to(dev), d.to(dev), intr, ext, spec, params, dtype)
+        return out.cpu().numpy()
+
+    integrate.__name__ = f'integrate_torch_{dev.type}_{str(dtype).removeprefix("torch.")}'
+    return integrate
+
+
+class TorchOccupancyMapper:
+    """The node's stateful wrapper with the grid kept on ``device`` between frames.
+
+    Same interface as ``occupancy.OccupancyMapper``: :meth:`update` takes a numpy depth image
+    (the shared-memory view) and returns the int8 grid as numpy; per frame that is one
+    host-to-device copy of the depth and one device-to-host copy of the 10.8 kB grid.
+    """
+
+    def __init__(self, spec: GridSpec = DEFAULT_GRID, params: OccupancyParams = DEFAULT_PARAMS,
+                 device: str | torch.device = 'cpu', dtype: torch.dtype = torch.float32
+                 ) -> None:
+        self.spec = spec
+        self.params = params
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (all unknown)."""
+        self.logodds_t = torch.zeros(self.spec.shape, dtype=torch.float32, device=self.device)
+        self.grid_t: torch.Tensor | None = None
+        self.grid: np.ndarray | None = None
+
+    @property
+    def logodds(self) -> np.ndarray:
+        """The log-odds grid on the host (a copy; for tests and reports)."""
+        return self.logodds_t.cpu().numpy()
+
+    def update_tensor(self, depth: torch.Tensor, intr: Intrinsics,
+                      ext: Extrinsics) -> torch.Tensor:
+        """Fuse a depth tensor already on the device; returns the int8 grid on the device."""
+        self.logodds_t = integrate_torch(self.logodds_t, depth, intr, ext, self.spec,
+                                         self.params, self.dtype)
+        self.grid_t = occupancy_grid_torch(self.logodds_t, self.params, self.grid_t)
+        return self.grid_t
+
+    def update(self, depth: np.ndarray, intr: Intrinsics, ext: Extrinsics) -> np.ndarray:
+        """Fuse one depth image (uint16 mm or float m, numpy) and return the int8 grid."""
+        depth = np.asarray(depth)
+        if depth.dtype == np.uint16:
+            depth = depth.view(np.int16)
+        d = torch.from_numpy(depth if depth.flags.writeable else depth.copy())
+        self.grid = self.update_tensor(d.to(self.device, non_blocking=False), intr,
+                                       ext).cpu().numpy()
+        return self.grid
