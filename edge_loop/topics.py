@@ -20,6 +20,9 @@ DIAGNOSTICS = '/diagnostics'            # diagnostic_msgs/DiagnosticArray
 GRASP_STATE = '/edge_loop/grasp_state'  # diagnostic_msgs/DiagnosticArray, one status 'grasp_state'
 # geometry_msgs/PolygonStamped: the planner's next-best jaw rectangles, 4 points each, best first
 GRASP_ALTERNATIVES = '/edge_loop/grasp_alternatives'
+# sensor_msgs/Image mono8 (mono16 past 255 objects): the locator's segmentation, 0 = background,
+# k = the k-th pose of /edge_loop/objects with the same stamp (the grasp planner's input)
+LABELS = '/edge_loop/labels'
 ARM_CMD = '/edge_loop/cmd/arm'          # geometry_msgs/TwistStamped, gripper velocity in world
 GRIPPER_CMD = '/edge_loop/cmd/gripper'  # sensor_msgs/JointState: position=[opening m], effort=[N]
 MARKERS = '/edge_loop/markers'          # visualization_msgs/MarkerArray (RViz)
@@ -41,6 +44,7 @@ TYPES = {
     OBJECTS: 'geometry_msgs/msg/PoseArray',
     GRASP: 'geometry_msgs/msg/PolygonStamped',
     GRASP_ALTERNATIVES: 'geometry_msgs/msg/PolygonStamped',
+    LABELS: 'sensor_msgs/msg/Image',
     OCCUPANCY: 'nav_msgs/msg/OccupancyGrid',
     GRASP_STATE: 'diagnostic_msgs/msg/DiagnosticArray',
     ARM_CMD: 'geometry_msgs/msg/TwistStamped',

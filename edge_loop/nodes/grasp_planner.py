@@ -2,12 +2,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """grasp_planner: the best top-down parallel-jaw grasp for the next object, from RGB-D frames.
 
-Where the target comes from: this node runs the (verified) object locator kernel itself on the
-same frame (about 5 ms) instead of subscribing to ``/edge_loop/object``. That keeps one answer
-per frame with the frame's own stamp, needs no pairing of two topics, and still works when the
-locator node is late. It tries the objects in the locator's picking order
-(:func:`~edge_loop.kernels.object_locator.rank_targets`) and plans for the first one with a
-collision-free grasp, so it normally grasps the object on ``/edge_loop/object``.
+One perception pass per frame: this node does not run the object locator. It plans on the
+locator's result for the same frame, ``/edge_loop/objects`` (PoseArray: centroids) plus
+``/edge_loop/labels`` (the label image they rest on), paired with the frame by exact header
+stamp (:class:`~edge_loop.nodes.vision_common.PerceptionPairing`). When the frame arrives it
+computes what needs only depth (height scene, obstacle points), so the frame's shared-memory
+sample is given back at once; when the locator's result for that stamp is in, it tries the
+objects in the locator's picking order (:func:`~edge_loop.kernels.object_locator.rank_positions`)
+and plans for the first with a collision-free grasp, so it normally grasps the object on
+``/edge_loop/object``. A frame whose locator result never comes gets no grasp, and the
+``/diagnostics`` entry ``grasp_planner: input`` says how many (WARN; never a grasp paired with
+another frame's objects).
 
 Outputs, stamped with the frame's stamp in ``world_frame``: ``/edge_loop/grasp``
 (PolygonStamped: the contract's jaw rectangle; a polygon without points when there is no
@@ -15,8 +20,8 @@ grasp), ``/edge_loop/grasp_alternatives`` (PolygonStamped: the next ``alternativ
 jaw rectangles, 4 points each, best first; published just before the grasp, for the pick
 controller to fall back on when its occupancy check refuses the best) and the ranked
 candidates as RViz markers on ``/edge_loop/markers`` (namespace ``grasp_candidates``: the
-best in green, the others fading). Bad frames: warning + ``/diagnostics``, no output (see
-:mod:`edge_loop.nodes.object_locator`).
+best in green, the others fading). Bad frames: warning + ``/diagnostics``, no output (the
+checks of :mod:`edge_loop.nodes.vision_common`).
 """
 
 from __future__ import annotations
@@ -24,24 +29,32 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from geometry_msgs.msg import Point, Point32, Polygon, PolygonStamped
+import numpy as np
+from geometry_msgs.msg import Point, Point32, Polygon, PolygonStamped, PoseArray
+from sensor_msgs.msg import Image
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from edge_loop import topics
-from edge_loop.kernels.grasp_planner import GraspParams, plan_grasp
+from edge_loop.kernels.grasp_planner import GraspParams, grasp_scene, plan_grasp_segmented
 from edge_loop.kernels.grasp_types import GRASP_ALTERNATIVES, PlanarGrasp, grasp_rectangle
-from edge_loop.kernels.object_locator import locate_objects
-from edge_loop.nodes.object_locator import (
-    VISION_PARAMS,
+from edge_loop.kernels.object_locator import DEFAULT_PARAMS, segments_from_labels
+from edge_loop.nodes.stage_base import Param, StageNode, run_node
+from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
+from edge_loop.nodes.vision_common import (
+    GATE_PARAMS,
     BadFrameError,
+    PerceptionPairing,
     delete_all,
     extrinsics_from,
     frame_inputs,
-    locator_params,
+    labels_from_message,
+    stamp_ns,
 )
-from edge_loop.nodes.stage_base import Param, StageNode, run_node
-from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
+
+# The locator's result for a frame normally comes a few ms after the frame; more than this many
+# newer frames pending means it never will.
+PAIRING_DEPTH = 4
 
 
 def grasp_polygon(grasp: PlanarGrasp | None, header: Header) -> PolygonStamped:
@@ -76,9 +89,9 @@ def candidate_markers(grasps: list[PlanarGrasp], header: Header, limit: int) -> 
 
 
 class GraspPlannerNode(StageNode):
-    """Lifecycle stage running the locator + grasp planner on every frame."""
+    """Lifecycle stage planning grasps on the locator's result for every frame."""
 
-    PARAMS = VISION_PARAMS + (
+    PARAMS = GATE_PARAMS + (
         Param('max_opening', 0.085, 'Largest jaw opening (m)', min=0.01, max=0.3),
         Param('finger_width', 0.02, 'Finger-pad width across the closing direction (m)',
               min=0.001, max=0.1),
@@ -99,13 +112,15 @@ class GraspPlannerNode(StageNode):
         super().__init__('grasp_planner', **kwargs)
         self._health: StageHealth | None = None
         self._pubs: dict[str, Any] = {}
+        self._subs: list[Any] = []
+        self._pairing: PerceptionPairing | None = None
+        self._missing_reported = 0
 
     def configure_stage(self) -> None:
-        """Gate, parameters, publishers."""
-        check_deployable_or_fail(self, ['object_locator', 'grasp_planner'])
+        """Gate, parameters, publishers, the locator's result."""
+        check_deployable_or_fail(self, ['grasp_planner'])
         p = self.params
         self._ext = extrinsics_from(p)
-        self._lp = locator_params(p)
         self._gp = GraspParams(max_opening=p['max_opening'], finger_width=p['finger_width'],
                                clearance=p['clearance'], grasp_depth=p['grasp_depth'],
                                n_angles=p['n_angles'])
@@ -117,18 +132,33 @@ class GraspPlannerNode(StageNode):
             'markers': self.create_lifecycle_publisher(MarkerArray, topics.MARKERS, 10),
         }
         self._health = StageHealth(self, 'grasp_planner')
+        # Subscribed at configure so that discovery is done by the first active frame; the
+        # callbacks drop what comes while inactive (no pairing then).
+        self._subs = [
+            self.create_subscription(PoseArray, topics.OBJECTS,
+                                     lambda m: self._on_part('objects', m), 10),
+            self.create_subscription(Image, topics.LABELS,
+                                     lambda m: self._on_part('labels', m), 4),
+        ]
 
     def activate_stage(self) -> None:
         """Start reading frames."""
-        self.open_frames(self._on_frame, lambda: self._health.summary(self.frame_reader))
+        self._pairing = PerceptionPairing(PAIRING_DEPTH)
+        self._missing_reported = 0
+        self.open_frames(self._on_frame, self._summary)
 
     def deactivate_stage(self) -> None:
         """Stop reading frames."""
         self.close_frames()
+        self._pairing = None
 
     def release(self) -> None:
-        """Close the reader and destroy the publishers (idempotent)."""
+        """Close the reader, destroy the subscriptions and publishers (idempotent)."""
         self.close_frames()
+        self._pairing = None
+        for sub in self._subs:
+            self.destroy_subscription(sub)
+        self._subs = []
         for pub in self._pubs.values():
             self.destroy_publisher(pub)
         self._pubs = {}
@@ -136,30 +166,71 @@ class GraspPlannerNode(StageNode):
             self.destroy_publisher(self._health.pub)
             self._health = None
 
+    def _summary(self) -> None:
+        health, pairing = self._health, self._pairing
+        if health is None:
+            return
+        if pairing is not None and pairing.missing > self._missing_reported:
+            new, self._missing_reported = (pairing.missing - self._missing_reported,
+                                           pairing.missing)
+            health.bad_frame(f'no locator result: {new} frame(s) without /edge_loop/objects + '
+                             f'{topics.LABELS} of their stamp ({pairing.missing} in all; is '
+                             'object_locator running?)', None)
+            return
+        health.summary(self.frame_reader)
+
     def _on_frame(self, frame: Any) -> None:
-        health = self._health
-        if health is None or not self._pubs:
+        health, pairing = self._health, self._pairing
+        if health is None or pairing is None or not self._pubs:
             return
         t0 = time.perf_counter()
         try:
             color, depth, intr = frame_inputs(frame)
             health.audit(frame, color, depth)
-            objects = locate_objects(color, depth, intr, self._ext, self._lp)
-            grasps = plan_grasp(depth, intr, self._ext, params=self._gp,
-                                locator_params=self._lp, objects=objects)
+            scene, obstacles = grasp_scene(depth, intr, self._ext, self._gp)
         except (BadFrameError, ValueError) as exc:
             health.bad_frame(str(exc), frame.stamp)
             return
+        # Depth-derived arrays only: the frame (its shared-memory sample) is not kept.
+        work = (scene, obstacles, intr, (time.perf_counter() - t0) * 1e3)
+        self._complete(pairing.add('frame', frame.stamp_ns, work), frame.stamp)
+
+    def _on_part(self, kind: str, msg: Any) -> None:
+        pairing = self._pairing
+        if pairing is None:
+            return
+        self._complete(pairing.add(kind, stamp_ns(msg.header.stamp), msg), msg.header.stamp)
+
+    def _complete(self, parts: dict[str, Any] | None, stamp: Any) -> None:
+        health = self._health
+        if parts is None or health is None or not self._pubs:
+            return
+        t0 = time.perf_counter()
+        scene, obstacles, intr, frame_ms = parts['frame']
+        poses = parts['objects'].poses
+        try:
+            labels = labels_from_message(parts['labels'])
+            if labels.shape != (intr.height, intr.width):
+                raise ValueError(f'label image {labels.shape[1]}x{labels.shape[0]} but the '
+                                 f'frame is {intr.width}x{intr.height}')
+            positions = np.array([[p.position.x, p.position.y, p.position.z] for p in poses],
+                                 np.float64).reshape(-1, 3)
+            grasps = plan_grasp_segmented(scene, obstacles, positions,
+                                          segments_from_labels(labels, len(poses)), self._gp,
+                                          DEFAULT_PARAMS.tie_height)
+        except ValueError as exc:
+            health.bad_frame(f'locator result unusable: {exc}', stamp)
+            return
         self.debug_delay()
-        header = Header(stamp=frame.stamp, frame_id=self._frame_id)
+        header = Header(stamp=parts['objects'].header.stamp, frame_id=self._frame_id)
         # the alternatives first: the controller steps on the grasp and looks them up then
         self._pubs['alternatives'].publish(
             grasps_polygon(grasps[1:1 + self.params['alternatives']], header))
         self._pubs['grasp'].publish(grasp_polygon(grasps[0] if grasps else None, header))
         self._pubs['markers'].publish(candidate_markers(grasps, header,
                                                         self.params['candidate_markers']))
-        frame.mark('grasp_planner')
-        health.processed((time.perf_counter() - t0) * 1e3)
+        # CPU of this stage for the frame: the depth part plus the planning part.
+        health.processed(frame_ms + (time.perf_counter() - t0) * 1e3)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -5,7 +5,9 @@
 Inputs: frames from :class:`edge_loop.transport.FrameReader` (shared memory or the contract's
 colour / aligned depth / camera_info topics). Outputs, stamped with the frame's stamp and in
 ``world_frame``: ``/edge_loop/objects`` (PoseArray, always, empty when nothing),
-``/edge_loop/object`` (PoseStamped, only when an object is found), RViz markers on
+``/edge_loop/object`` (PoseStamped, only when an object is found), ``/edge_loop/labels``
+(sensor_msgs/Image mono8, always: 0 = background, k = the k-th pose of ``/edge_loop/objects``;
+the grasp planner plans on it instead of running the locator again), RViz markers on
 ``/edge_loop/markers`` (namespace ``objects``). A bad frame (wrong encoding, size mismatch,
 missing camera_info, no valid depth) gives a throttled warning and a ``/diagnostics`` entry and
 no output for that frame. A depth blind spot (glare) over at least ``blind_warn_share`` of the
@@ -14,7 +16,7 @@ empty list does not mean an empty tray. The kernel is
 :func:`edge_loop.kernels.object_locator.locate_objects`; configure refuses to proceed unless it
 matches ``config/verified.json`` (``require_verified``).
 
-The helpers here (frame checks, diagnostics, markers) are shared with the grasp_planner node.
+Frame checks and the label image message are in :mod:`edge_loop.nodes.vision_common`.
 """
 
 from __future__ import annotations
@@ -22,35 +24,33 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
 from geometry_msgs.msg import Pose, PoseArray, PoseStamped
+from sensor_msgs.msg import Image
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from edge_loop import topics
-from edge_loop.images import COLOR_ENCODINGS, DEPTH_ENCODINGS, to_rgb
-from edge_loop.kernels.camera import (
-    D435_VGA,
-    Extrinsics,
-    Intrinsics,
-    warm_up_frame,
-    yaw_to_quat,
-)
+from edge_loop.kernels.camera import D435_VGA, warm_up_frame, yaw_to_quat
 from edge_loop.kernels.object_locator import (
     USE_MODEL_DEFAULT,
     DetectedObject,
     LocatorParams,
     blind_spot_share,
+    label_image,
     locate_objects,
     locate_objects_fused,
     rank_targets,
 )
-from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
+from edge_loop.nodes.stage_base import Param, StageNode, run_node
 from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
-
-
-class BadFrameError(ValueError):
-    """A frame the stage cannot use; the message says why (goes to the log and diagnostics)."""
+from edge_loop.nodes.vision_common import (
+    GATE_PARAMS,
+    BadFrameError,
+    delete_all,
+    extrinsics_from,
+    frame_inputs,
+    labels_message,
+)
 
 
 def _pair(name: str, default: list[float], what: str) -> Param:
@@ -58,11 +58,8 @@ def _pair(name: str, default: list[float], what: str) -> Param:
                  check=lambda v: None if v[0] < v[1] else 'needs [min, max] with min < max')
 
 
-# Parameters both vision nodes share (the locator's geometry and the deployment gate).
-VISION_PARAMS = (
-    Param('require_verified', True,
-          'Refuse to configure unless the kernel matches config/verified.json (make verify)'),
-    Param('verified_record', '', 'Deployment record to check (empty: config/verified.json)'),
+# The locator's segmentation settings.
+LOCATOR_PARAMS = (
     Param('min_height', 0.009, 'Foreground: minimum height above the table (m)', min=0.0,
           max=0.2),
     Param('color_step', 0.1, 'Chromaticity step (L1) that separates touching objects',
@@ -87,52 +84,6 @@ def locator_params(params: dict[str, Any]) -> LocatorParams:
                          roi_y=tuple(params['roi_y']))
 
 
-def extrinsics_from(params: dict[str, Any]) -> Extrinsics:
-    """Camera pose from the shared parameters (ConfigError when invalid)."""
-    try:
-        return Extrinsics.from_params(params['camera_position'], params['camera_orientation'])
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-
-
-def frame_inputs(frame: Any) -> tuple[np.ndarray, np.ndarray, Intrinsics]:
-    """(colour RGB view, depth view, intrinsics) of a frame, or BadFrameError."""
-    if frame.color is None or frame.depth is None:
-        raise BadFrameError('frame without a colour or a depth image')
-    if frame.color_encoding not in COLOR_ENCODINGS:
-        raise BadFrameError(f'colour encoding {frame.color_encoding!r} not supported '
-                       f'(use {" or ".join(COLOR_ENCODINGS)})')
-    if frame.depth_encoding not in DEPTH_ENCODINGS:
-        raise BadFrameError(f'depth encoding {frame.depth_encoding!r} not supported '
-                       f'(use {" or ".join(DEPTH_ENCODINGS)})')
-    color, depth = frame.color, frame.depth
-    if color.ndim != 3 or color.shape[2] != 3:
-        raise BadFrameError(f'colour image has shape {color.shape}, expected (H, W, 3)')
-    if depth.ndim != 2:
-        raise BadFrameError(f'depth image has shape {depth.shape}, expected (H, W)')
-    if color.shape[:2] != depth.shape:
-        raise BadFrameError(f'size mismatch: colour {color.shape[1]}x{color.shape[0]}, depth '
-                       f'{depth.shape[1]}x{depth.shape[0]} (depth must be aligned to colour)')
-    info = frame.camera_info
-    if info is None:
-        raise BadFrameError('missing camera_info')
-    if (int(info.width), int(info.height)) != (depth.shape[1], depth.shape[0]):
-        raise BadFrameError(f'camera_info is {info.width}x{info.height} but the images are '
-                       f'{depth.shape[1]}x{depth.shape[0]}')
-    try:
-        intr = Intrinsics.from_k(list(info.k), info.width, info.height)
-    except ValueError as exc:
-        raise BadFrameError(str(exc)) from exc
-    expected = np.float32 if frame.depth_encoding == '32FC1' else np.uint16
-    if depth.dtype != expected:
-        raise BadFrameError(f'depth dtype {depth.dtype} does not match {frame.depth_encoding}')
-    valid = np.any(depth > 0) if expected is np.uint16 else np.any(np.isfinite(depth) &
-                                                                    (depth > 0))
-    if not valid:
-        raise BadFrameError('no valid depth pixel in the frame (all zero/NaN)')
-    return to_rgb(color, frame.color_encoding), depth, intr
-
-
 def pose_of(obj: DetectedObject) -> Pose:
     """Pose of a detected object in world: centroid and yaw about z."""
     pose = Pose()
@@ -141,11 +92,6 @@ def pose_of(obj: DetectedObject) -> Pose:
     pose.orientation.x, pose.orientation.y = float(q[0]), float(q[1])
     pose.orientation.z, pose.orientation.w = float(q[2]), float(q[3])
     return pose
-
-
-def delete_all(ns: str, header: Header) -> Marker:
-    """A DELETEALL marker for namespace ``ns``."""
-    return Marker(header=header, ns=ns, action=Marker.DELETEALL)
 
 
 def object_markers(objects: list[DetectedObject], target: int | None,
@@ -165,7 +111,7 @@ def object_markers(objects: list[DetectedObject], target: int | None,
 class ObjectLocatorNode(StageNode):
     """Lifecycle stage running the object locator on every frame."""
 
-    PARAMS = VISION_PARAMS + (
+    PARAMS = GATE_PARAMS + LOCATOR_PARAMS + (
         Param('use_model', USE_MODEL_DEFAULT,
               'Fuse the segnet ONNX model (re-joins pieces it sees no contact between, fills '
               'depth holes; off by default, see USE_MODEL_DEFAULT)'),
@@ -198,6 +144,7 @@ class ObjectLocatorNode(StageNode):
             'objects': self.create_lifecycle_publisher(PoseArray, topics.OBJECTS, 10),
             'object': self.create_lifecycle_publisher(PoseStamped, topics.OBJECT, 10),
             'markers': self.create_lifecycle_publisher(MarkerArray, topics.MARKERS, 10),
+            'labels': self.create_lifecycle_publisher(Image, topics.LABELS, 10),
         }
         self._health = StageHealth(self, 'object_locator')
         self._warm_up()
@@ -253,6 +200,9 @@ class ObjectLocatorNode(StageNode):
         header = Header(stamp=frame.stamp, frame_id=self._frame_id)
         self._pubs['objects'].publish(PoseArray(header=header,
                                                 poses=[pose_of(o) for o in objects]))
+        # The segmentation under those poses, for the grasp planner (one perception pass).
+        self._pubs['labels'].publish(labels_message(
+            label_image(objects, intr.height, intr.width), header))
         if target is not None:
             self._pubs['object'].publish(PoseStamped(header=header, pose=pose_of(objects[target])))
         self._pubs['markers'].publish(object_markers(objects, target, header))

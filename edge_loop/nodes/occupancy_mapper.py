@@ -24,47 +24,14 @@ from nav_msgs.msg import MapMetaData, OccupancyGrid
 from std_msgs.msg import Header
 
 from edge_loop import topics
-from edge_loop.images import DEPTH_ENCODINGS
-from edge_loop.kernels.camera import Extrinsics, Intrinsics
+from edge_loop.kernels.camera import Extrinsics
 from edge_loop.kernels.occupancy import GridSpec, OccupancyMapper, OccupancyParams
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
+from edge_loop.nodes.vision_common import BadFrameError, depth_inputs
 
 _DEF = OccupancyParams()
 OP_NAME = 'occupancy.integrate'
-
-
-class BadFrame(ValueError):  # noqa: N818 - a verdict on the input, named as the vision nodes'
-    """A frame the stage cannot use; the message says why."""
-
-
-def depth_inputs(frame: Any) -> tuple[np.ndarray, Intrinsics]:
-    """(depth view, intrinsics) of a frame, or BadFrame."""
-    depth = frame.depth
-    if depth is None:
-        raise BadFrame('frame without a depth image')
-    if frame.depth_encoding not in DEPTH_ENCODINGS:
-        raise BadFrame(f'depth encoding {frame.depth_encoding!r} not supported '
-                       f'(use {" or ".join(DEPTH_ENCODINGS)})')
-    if depth.ndim != 2:
-        raise BadFrame(f'depth image has shape {depth.shape}, expected (H, W)')
-    expected = np.float32 if frame.depth_encoding == '32FC1' else np.uint16
-    if depth.dtype != expected:
-        raise BadFrame(f'depth dtype {depth.dtype} does not match {frame.depth_encoding}')
-    info = frame.camera_info
-    if info is None:
-        raise BadFrame('missing camera_info')
-    if (int(info.width), int(info.height)) != (depth.shape[1], depth.shape[0]):
-        raise BadFrame(f'camera_info is {info.width}x{info.height} but the depth image is '
-                       f'{depth.shape[1]}x{depth.shape[0]}')
-    try:
-        intr = Intrinsics.from_k(list(info.k), info.width, info.height)
-    except ValueError as exc:
-        raise BadFrame(str(exc)) from exc
-    with np.errstate(invalid='ignore'):
-        if not np.any(depth > 0):
-            raise BadFrame('no valid depth pixel in the frame (all zero/NaN)')
-    return depth, intr
 
 
 def grid_message(grid: np.ndarray, spec: GridSpec, header: Header) -> OccupancyGrid:
@@ -174,7 +141,7 @@ class OccupancyMapperNode(StageNode):
             depth, intr = depth_inputs(frame)
             health.audit(frame, depth)
             grid = mapper.update(depth, intr, self._ext)
-        except (BadFrame, ValueError) as exc:
+        except (BadFrameError, ValueError) as exc:
             health.bad_frame(str(exc), frame.stamp)
             return
         self.debug_delay()

@@ -7,9 +7,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edge_loop.kernels.grasp_planner import GraspParams, plan_grasp, plan_grasp_reference
+from edge_loop.kernels.grasp_planner import (
+    GraspParams,
+    grasp_scene,
+    plan_grasp,
+    plan_grasp_reference,
+    plan_grasp_segmented,
+)
 from edge_loop.kernels.grasp_types import grasp_rectangle
-from edge_loop.kernels.object_locator import locate_objects
+from edge_loop.kernels.object_locator import (
+    label_image,
+    locate_objects,
+    rank_positions,
+    rank_targets,
+    segments_from_labels,
+)
 from edge_loop.verify.compare import angle_diff_mod
 from edge_loop.verify.sweeps import Box, scene
 
@@ -78,3 +90,45 @@ def test_empty_scene_and_no_depth_give_no_grasp():
     assert plan_grasp(f.depth, f.intrinsics, f.extrinsics) == []
     nan = np.full(f.depth.shape, np.nan, np.float32)
     assert plan_grasp(nan, f.intrinsics, f.extrinsics) == []
+
+
+def _as_tuple(g):
+    return (tuple(np.asarray(g.center).tolist()), g.yaw, g.opening, g.finger_width, g.quality)
+
+
+def test_planning_on_the_locators_label_image_gives_the_same_grasps_bit_for_bit():
+    # One perception pass: the planner node gets the locator's centroids (PoseArray, float64)
+    # and its label image, not the DetectedObjects. Same grasps as planning on the objects.
+    f = scene(640, 480, seed=7, n_boxes=5, depth_encoding='16UC1')
+    objects = locate_objects(f.color, f.depth, f.intrinsics, f.extrinsics)
+    assert len(objects) >= 3
+    labels = label_image(objects, f.intrinsics.height, f.intrinsics.width)
+    assert labels.dtype == np.uint8 and labels.max() == len(objects)
+    segments = segments_from_labels(labels, len(objects))
+    for obj, seg in zip(objects, segments):
+        assert np.array_equal(obj.pixels, seg)   # raster order survives the round trip
+    positions = np.array([o.position for o in objects])
+    scene_, obstacles = grasp_scene(f.depth, f.intrinsics, f.extrinsics)
+    got = plan_grasp_segmented(scene_, obstacles, positions, segments)
+    want = plan_grasp(f.depth, f.intrinsics, f.extrinsics, objects=objects)
+    assert got and [_as_tuple(g) for g in got] == [_as_tuple(g) for g in want]
+    assert rank_positions(positions[:, :2], [o.top for o in objects]) == rank_targets(objects)
+    # A label image that does not match the centroids is refused, not planned on.
+    with pytest.raises(ValueError, match='segments'):
+        plan_grasp_segmented(scene_, obstacles, positions[:-1], segments)
+    with pytest.raises(ValueError, match='without pixels'):
+        plan_grasp_segmented(scene_, obstacles, positions,
+                             segments_from_labels(np.zeros_like(labels), len(objects)))
+    # Nothing found: no segments, no grasp.
+    assert plan_grasp_segmented(scene_, obstacles, np.zeros((0, 3)), []) == []
+
+
+def test_label_image_widens_past_255_objects():
+    class Obj:
+        def __init__(self, k):
+            self.pixels = np.array([k])
+
+    labels = label_image([Obj(k) for k in range(300)], 20, 20)
+    assert labels.dtype == np.uint16 and labels.reshape(-1)[299] == 300
+    segs = segments_from_labels(labels, 300)
+    assert [int(s[0]) for s in segs] == list(range(300))

@@ -17,7 +17,9 @@ from visualization_msgs.msg import MarkerArray
 
 from edge_loop import topics
 from edge_loop.images import fill_image
+from edge_loop.kernels.object_locator import segments_from_labels
 from edge_loop.lifecycle_client import LifecycleError
+from edge_loop.nodes.vision_common import PerceptionPairing, labels_from_message
 from edge_loop.paths import SOURCE_ROOT
 from edge_loop.verify.gate import default_record_path
 from edge_loop.verify.sweeps import Box, scene
@@ -121,6 +123,7 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
     grasp = harness.collect(PolygonStamped, topics.GRASP)
     alternatives = harness.collect(PolygonStamped, topics.GRASP_ALTERNATIVES)
     markers = harness.collect(MarkerArray, topics.MARKERS)
+    labels = harness.collect(Image, topics.LABELS)
     cam = Camera(harness)
     _bring_up(harness, 'object_locator')
     _bring_up(harness, 'grasp_planner')
@@ -147,6 +150,22 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
     assert len(found) == 2
     # The visible surface includes some of the sides seen in perspective: a few mm off centre.
     assert np.allclose(found, truth, atol=0.006)
+    # The segmentation the planner plans on: label k = the k-th pose of the same stamp.
+    harness.wait_until(lambda: any(_ns(m.header.stamp) == stamp for m in list(labels)),
+                       10.0, 'the label image of the frame')
+    lab_msg = next(m for m in list(labels) if _ns(m.header.stamp) == stamp)
+    lab = labels_from_message(lab_msg)
+    assert lab_msg.encoding == 'mono8' and lab.shape == (480, 640)
+    assert set(np.unique(lab).tolist()) == {0, 1, 2}
+    intr, ext = frame.intrinsics, frame.extrinsics
+    for pose, seg in zip(first.poses, segments_from_labels(lab, 2)):
+        # label k is the object of pose k: its pixels surround the pose's projection
+        xc, yc, zc = (np.array([pose.position.x, pose.position.y, pose.position.z])
+                      - ext.translation) @ ext.rotation
+        u, v = xc / zc * intr.fx + intr.cx, yc / zc * intr.fy + intr.cy
+        rows, cols = np.divmod(seg, 640)
+        assert seg.size > 200
+        assert np.hypot(cols.mean() - u, rows.mean() - v) < 10.0
     t = next(m for m in list(target) if _ns(m.header.stamp) == stamp)
     assert t.header.frame_id == 'world'
     # Selection rule: the highest object first (box 2 is 5 cm tall).
@@ -250,6 +269,54 @@ def test_bad_frames_give_diagnostics_and_no_output(large_data, harness, node_pro
     cam.send_until(frame, objects)
     cam.send_until(frame, grasps)
     assert 'Traceback' not in loc.output() + planner.output()
+
+
+def test_planner_without_the_locators_result_says_so_and_plans_nothing(large_data, harness,
+                                                                       node_procs):
+    # One perception pass: the planner does not run the locator. With no locator running it
+    # has no objects for any frame, answers none, and its diagnostics say why.
+    planner = node_procs('grasp_planner', params=UNVERIFIED)
+    grasps = harness.collect(PolygonStamped, topics.GRASP)
+    diags = harness.collect(DiagnosticArray, topics.DIAGNOSTICS, 50)
+    cam = Camera(harness)
+    _bring_up(harness, 'grasp_planner')
+    frame = scene(640, 480, boxes=BOXES, depth_encoding='16UC1')
+
+    def warned():
+        return [s for m in list(diags) for s in m.status
+                if s.name == 'grasp_planner: input' and s.level == DiagnosticStatus.WARN
+                and 'no locator result' in s.message]
+
+    sent = []
+    for _ in range(60):
+        sent.append(cam.send(frame))
+        try:
+            harness.wait_until(warned, 0.5, 'a WARN about frames without a locator result')
+            break
+        except AssertionError:
+            continue
+    assert warned(), 'no diagnostic about the missing locator result'
+    assert not any(_ns(m.header.stamp) in sent for m in list(grasps))
+    assert planner.alive() and 'Traceback' not in planner.output()
+
+
+def test_pairing_is_by_exact_stamp_and_counts_frames_left_without_a_result():
+    pairing = PerceptionPairing(depth=3)
+    assert pairing.add('frame', 10, 'f10') is None
+    assert pairing.add('labels', 10, 'l10') is None
+    assert pairing.add('objects', 10, 'o10') == {'frame': 'f10', 'labels': 'l10',
+                                                 'objects': 'o10'}
+    pairing.add('frame', 20, 'f20')                 # its locator result never comes
+    pairing.add('objects', 30, 'o30')
+    pairing.add('labels', 31, 'l31')                # another stamp: never paired with 30
+    assert pairing.add('frame', 30, 'f30') is None
+    assert pairing.add('labels', 30, 'l30') is not None
+    assert pairing.missing == 1 and pairing.pending() == 1     # 31 may still complete
+    for t in (40, 50, 60, 70):                       # too many pending: the oldest go
+        pairing.add('frame', t, t)
+    assert pairing.missing == 2 and pairing.unmatched == 1
+    with pytest.raises(ValueError):
+        pairing.add('grasp', 80, None)
 
 
 def test_deployment_gate_accepts_the_record_and_refuses_a_tampered_one(harness, node_procs,

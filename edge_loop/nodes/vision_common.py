@@ -1,0 +1,170 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""What the frame-reading nodes share: the one frame check, extrinsics, the segmentation hand-off.
+
+- ``GATE_PARAMS``: the deployment gate's parameters.
+- :class:`BadFrameError`, :func:`frame_inputs` (colour + depth) and :func:`depth_inputs` (depth
+  only): every stage that reads frames checks them here, so a bad frame gives the same reason
+  in every stage's log and ``/diagnostics``.
+- :func:`labels_message` / :func:`labels_from_message`: the object locator's segmentation on
+  ``/edge_loop/labels`` (sensor_msgs/Image ``mono8``, ``mono16`` past 255 objects; 0 =
+  background, k = the k-th pose of ``/edge_loop/objects`` with the same stamp), which the grasp
+  planner pairs by stamp with that PoseArray instead of running the locator again.
+- :class:`PerceptionPairing`: that pairing, by exact stamp, with a count of frames whose
+  locator result never came.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+from sensor_msgs.msg import Image
+from std_msgs.msg import Header
+from visualization_msgs.msg import Marker
+
+from edge_loop.images import COLOR_ENCODINGS, DEPTH_ENCODINGS, fill_image, image_to_array, to_rgb
+from edge_loop.kernels.camera import Extrinsics, Intrinsics
+from edge_loop.nodes.stage_base import ConfigError, Param
+
+# The deployment gate of a verified stage.
+GATE_PARAMS = (
+    Param('require_verified', True,
+          'Refuse to configure unless the kernel matches config/verified.json (make verify)'),
+    Param('verified_record', '', 'Deployment record to check (empty: config/verified.json)'),
+)
+
+LABEL_ENCODINGS = {np.dtype(np.uint8): 'mono8', np.dtype(np.uint16): 'mono16'}
+
+
+class BadFrameError(ValueError):
+    """A frame the stage cannot use; the message says why (goes to the log and diagnostics)."""
+
+
+def extrinsics_from(params: dict[str, Any]) -> Extrinsics:
+    """Camera pose from the shared parameters (ConfigError when invalid)."""
+    try:
+        return Extrinsics.from_params(params['camera_position'], params['camera_orientation'])
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def depth_inputs(frame: Any) -> tuple[np.ndarray, Intrinsics]:
+    """(depth view, intrinsics) of a frame, or BadFrameError."""
+    depth = frame.depth
+    if depth is None:
+        raise BadFrameError('frame without a depth image')
+    if frame.depth_encoding not in DEPTH_ENCODINGS:
+        raise BadFrameError(f'depth encoding {frame.depth_encoding!r} not supported '
+                            f'(use {" or ".join(DEPTH_ENCODINGS)})')
+    if depth.ndim != 2:
+        raise BadFrameError(f'depth image has shape {depth.shape}, expected (H, W)')
+    expected = np.float32 if frame.depth_encoding == '32FC1' else np.uint16
+    if depth.dtype != expected:
+        raise BadFrameError(f'depth dtype {depth.dtype} does not match {frame.depth_encoding}')
+    info = frame.camera_info
+    if info is None:
+        raise BadFrameError('missing camera_info')
+    if (int(info.width), int(info.height)) != (depth.shape[1], depth.shape[0]):
+        raise BadFrameError(f'camera_info is {info.width}x{info.height} but the depth image is '
+                            f'{depth.shape[1]}x{depth.shape[0]}')
+    try:
+        intr = Intrinsics.from_k(list(info.k), info.width, info.height)
+    except ValueError as exc:
+        raise BadFrameError(str(exc)) from exc
+    with np.errstate(invalid='ignore'):
+        if not np.any(depth > 0):   # NaN compares false: all-NaN float depth is caught too
+            raise BadFrameError('no valid depth pixel in the frame (all zero/NaN)')
+    return depth, intr
+
+
+def frame_inputs(frame: Any) -> tuple[np.ndarray, np.ndarray, Intrinsics]:
+    """(colour RGB view, depth view, intrinsics) of a frame, or BadFrameError."""
+    color, depth = frame.color, frame.depth
+    if color is None or depth is None:
+        raise BadFrameError('frame without a colour or a depth image')
+    if frame.color_encoding not in COLOR_ENCODINGS:
+        raise BadFrameError(f'colour encoding {frame.color_encoding!r} not supported '
+                            f'(use {" or ".join(COLOR_ENCODINGS)})')
+    if color.ndim != 3 or color.shape[2] != 3:
+        raise BadFrameError(f'colour image has shape {color.shape}, expected (H, W, 3)')
+    if depth.ndim == 2 and color.shape[:2] != depth.shape:
+        raise BadFrameError(f'size mismatch: colour {color.shape[1]}x{color.shape[0]}, depth '
+                            f'{depth.shape[1]}x{depth.shape[0]} (depth must be aligned to '
+                            'colour)')
+    depth, intr = depth_inputs(frame)
+    return to_rgb(color, frame.color_encoding), depth, intr
+
+
+def delete_all(ns: str, header: Header) -> Marker:
+    """A DELETEALL marker for namespace ``ns``."""
+    return Marker(header=header, ns=ns, action=Marker.DELETEALL)
+
+
+def labels_message(labels: np.ndarray, header: Header) -> Image:
+    """The locator's label image as sensor_msgs/Image (mono8 or mono16, see the module doc)."""
+    return fill_image(Image(header=header), labels, LABEL_ENCODINGS[labels.dtype])
+
+
+def labels_from_message(msg: Image) -> np.ndarray:
+    """The label image of a ``/edge_loop/labels`` message (ValueError when it is not one)."""
+    if msg.encoding not in LABEL_ENCODINGS.values():
+        raise ValueError(f'label image encoding {msg.encoding!r} is not mono8 or mono16')
+    return image_to_array(msg)
+
+
+def stamp_ns(stamp: Any) -> int:
+    """A builtin_interfaces/Time as integer nanoseconds."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+class PerceptionPairing:
+    """Pair a stage's own per-frame work with the locator's result for the same stamp.
+
+    ``add(kind, stamp_ns, item)`` with kind ``frame`` (what the stage computed from the frame),
+    ``objects`` (PoseArray) or ``labels`` (Image); returns ``{kind: item}`` once all three of a
+    stamp are in. Pairing is by exact stamp only. A frame whose locator result has not come
+    when a newer frame completes, or when more than ``depth`` stamps are pending, is dropped and
+    counted in ``missing`` (the stage reports it: never a silent, wrong pairing).
+    """
+
+    KINDS = ('frame', 'objects', 'labels')
+
+    def __init__(self, depth: int = 4) -> None:
+        self.depth = max(1, depth)
+        self.missing = 0        # frames of this stage that never got the locator's result
+        self.unmatched = 0      # locator results whose frame this stage never had
+        self._pending: OrderedDict[int, dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _drop(self, entry: dict[str, Any]) -> None:
+        if 'frame' in entry:
+            self.missing += 1
+        else:
+            self.unmatched += 1
+
+    def add(self, kind: str, stamp: int, item: Any) -> dict[str, Any] | None:
+        """Add one part; the complete set of ``stamp`` when this was its last part."""
+        if kind not in self.KINDS:
+            raise ValueError(f'unknown kind {kind!r}')
+        with self._lock:
+            entry = self._pending.get(stamp)
+            if entry is None:
+                entry = self._pending[stamp] = {}
+                while len(self._pending) > self.depth:
+                    self._drop(self._pending.popitem(last=False)[1])
+            entry[kind] = item
+            if len(entry) < len(self.KINDS):
+                return None
+            del self._pending[stamp]
+            # Frames are answered in stamp order: anything older can no longer complete.
+            for old in [k for k in self._pending if k < stamp]:
+                self._drop(self._pending.pop(old))
+            return entry
+
+    def pending(self) -> int:
+        """Stamps waiting for a part."""
+        with self._lock:
+            return len(self._pending)
