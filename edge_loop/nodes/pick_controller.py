@@ -7,7 +7,8 @@ Inputs: ``/edge_loop/grasp`` (PolygonStamped: the jaw rectangle; one per camera 
 the loop's clock; an empty polygon = nothing found), ``/edge_loop/grasp_alternatives``
 (PolygonStamped, 4 points per rectangle: the planner's next-best grasps of the same frame,
 matched by stamp, tried in order when the occupancy check refuses the best),
-``/edge_loop/object`` and ``/edge_loop/objects`` (kept for the markers),
+``/edge_loop/objects`` (PoseArray: every object of the frame; the one under the grasp of the
+same stamp is the policy's ``target``, for information),
 ``/edge_loop/occupancy`` (OccupancyGrid), ``/edge_loop/grasp_state`` (DiagnosticArray, status
 ``grasp_state``), ``/arm/tcp_pose`` (PoseStamped, world); the last two at the gripper's rate,
 so their newest message is sampled when a grasp message arrives
@@ -43,9 +44,9 @@ from edge_loop.kernels.camera import Extrinsics, camera_to_world
 from edge_loop.kernels.grasp_types import grasp_from_rectangle
 from edge_loop.kernels.occupancy import GridSpec
 from edge_loop.kernels.policy import PickPolicy, PolicyInputs, PolicyOutput, PolicyParams
-from edge_loop.nodes.grasp_state import stamp_seconds
 from edge_loop.nodes.sampled_inputs import SampledInputs
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
+from edge_loop.nodes.vision_common import stamp_seconds
 
 WARN_PERIOD_S = 1.0
 _DEF = PolicyParams()
@@ -155,14 +156,14 @@ class PickControllerNode(StageNode):
             'diag': self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10),
         }
         self._alternatives: tuple[Any, list] = (None, [])   # (header stamp, grasps)
+        self._objects: tuple[Any, list] = (None, [])        # (header stamp, (x, y, z, yaw))
         self._subs = [
             # before the grasp subscription: when both are ready, the executor takes the
             # alternatives first (the planner publishes them first too)
             self.create_subscription(PolygonStamped, topics.GRASP_ALTERNATIVES,
                                      self._on_alternatives, 10),
             self.create_subscription(PolygonStamped, topics.GRASP, self._on_grasp, 10),
-            self.create_subscription(PoseStamped, topics.OBJECT, self._on_object, 10),
-            self.create_subscription(PoseArray, topics.OBJECTS, lambda m: None, 10),
+            self.create_subscription(PoseArray, topics.OBJECTS, self._on_objects, 10),
             self.create_subscription(OccupancyGrid, topics.OCCUPANCY, self._on_occupancy, 10),
         ]
         # TCP pose and grasp state come at the gripper's 200+ Hz but are only read when a grasp
@@ -230,12 +231,25 @@ class PickControllerNode(StageNode):
                                       values=[KeyValue(key='bad_inputs', value=str(self._bad))])
             diag.publish(DiagnosticArray(header=Header(stamp=stamp), status=[status]))
 
-    def _on_object(self, msg: PoseStamped) -> None:
-        p, q = msg.pose.position, msg.pose.orientation
-        vals = (p.x, p.y, p.z, yaw_of(q))
-        if all(math.isfinite(v) for v in vals):
-            with self._lock:
-                self._inputs.target = vals
+    def _on_objects(self, msg: PoseArray) -> None:
+        objects = []
+        for pose in msg.poses:
+            p = pose.position
+            vals = (float(p.x), float(p.y), float(p.z), yaw_of(pose.orientation))
+            if not all(math.isfinite(v) for v in vals):
+                self._warn('objects', 'non-finite pose', msg.header.stamp)
+                return
+            objects.append(vals)
+        with self._lock:
+            self._objects = (msg.header.stamp, objects)
+
+    def _target_of(self, grasp: Any, stamp: Any) -> tuple[float, ...] | None:
+        """The object of this frame's /edge_loop/objects under ``grasp`` (None: none known)."""
+        objects_stamp, objects = self._objects
+        if grasp is None or objects_stamp != stamp or not objects:
+            return None
+        centre = np.asarray(grasp.center, np.float64)[:2]
+        return min(objects, key=lambda o: float(np.hypot(o[0] - centre[0], o[1] - centre[1])))
 
     def _on_tcp(self, msg: PoseStamped) -> None:
         p = msg.pose.position
@@ -341,6 +355,7 @@ class PickControllerNode(StageNode):
             stamp, alternatives = self._alternatives
             self._inputs.grasp_alternatives = (alternatives if stamp == msg.header.stamp
                                                and grasp is not None else [])
+            self._inputs.target = self._target_of(grasp, msg.header.stamp)
             out = policy.step(now, self._inputs)
         self.debug_delay()
         self._publish(out, msg.header.stamp)

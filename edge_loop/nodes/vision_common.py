@@ -120,6 +120,11 @@ def stamp_ns(stamp: Any) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
+def stamp_seconds(stamp: Any) -> float:
+    """A builtin_interfaces/Time as float seconds."""
+    return int(stamp.sec) + int(stamp.nanosec) * 1e-9
+
+
 class PerceptionPairing:
     """Pair a stage's own per-frame work with the locator's result for the same stamp.
 
