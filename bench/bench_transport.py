@@ -184,9 +184,6 @@ def run_core_consumer(args: argparse.Namespace) -> None:
 
 # --- producer --------------------------------------------------------------------------------
 def run_producer(args: argparse.Namespace) -> None:
-    if args.variant in CORE_VARIANTS:
-        run_core_producer(args)
-        return
     import rclpy
     from builtin_interfaces.msg import Time
     from sensor_msgs.msg import Image
@@ -232,9 +229,6 @@ def run_producer(args: argparse.Namespace) -> None:
 
 # --- consumer --------------------------------------------------------------------------------
 def run_consumer(args: argparse.Namespace) -> None:
-    if args.variant in CORE_VARIANTS:
-        run_core_consumer(args)
-        return
     import rclpy
     from rclpy.executors import ExternalShutdownException
     from sensor_msgs.msg import Image
@@ -523,11 +517,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
-    if args.role == 'producer':
-        run_producer(args)
-        return 0
-    if args.role == 'consumer':
-        run_consumer(args)
+    if args.role is not None:   # one process of a run: the data plane alone, or through rclpy
+        core = args.variant in CORE_VARIANTS
+        roles = {'producer': run_core_producer if core else run_producer,
+                 'consumer': run_core_consumer if core else run_consumer}
+        roles[args.role](args)
         return 0
     frames = args.frames or (60 if args.quick else 150)
     payloads = (args.payloads.split(',') if args.payloads

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import threading
 import time
@@ -12,15 +11,15 @@ import time
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from fake_camera import FakeCamera
 from geometry_msgs.msg import Point32, Polygon, PolygonStamped, PoseStamped, TwistStamped
 from nav_msgs.msg import OccupancyGrid
-from sensor_msgs.msg import CameraInfo, Image, JointState
+from sensor_msgs.msg import JointState
 from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
 from edge_loop import topics
-from edge_loop.images import fill_image
 from edge_loop.kernels import grasp_state as gs
 from edge_loop.kernels.camera import yaw_to_quat
 from edge_loop.kernels.grasp_types import PlanarGrasp, grasp_rectangle
@@ -31,7 +30,6 @@ from edge_loop.verify.sweeps import Box, scene
 
 pytestmark = pytest.mark.ros
 
-_stamps = itertools.count(1)
 BOXES = (Box(-0.08, 0.05, 0.4, 0.05, 0.025, 0.03), Box(0.07, -0.04, -0.3, 0.045, 0.03, 0.05))
 
 
@@ -55,35 +53,6 @@ def _bring_up(harness, name, timeout=60.0):
 
 # --- occupancy_mapper ---------------------------------------------------------------------
 
-class Camera:
-    """Publishes colour + aligned depth + camera_info like a driver."""
-
-    def __init__(self, harness):
-        self.h = harness
-        node = harness.node
-        self.color = node.create_publisher(Image, topics.COLOR, 10)
-        self.depth = node.create_publisher(Image, topics.DEPTH, 10)
-        self.info = node.create_publisher(CameraInfo, topics.CAMERA_INFO, 10)
-
-    def send(self, frame, depth=None, depth_encoding=None):
-        stamp_ns = next(_stamps) * 10_000_000 + 1_000_000_000
-        msgs = []
-        for arr, enc in ((frame.color, 'rgb8'), (frame.depth if depth is None else depth,
-                                                  depth_encoding or frame.depth_encoding)):
-            msg = Image()
-            fill_image(msg, np.ascontiguousarray(arr), enc)
-            msgs.append(msg)
-        cam = CameraInfo(width=frame.intrinsics.width, height=frame.intrinsics.height,
-                         k=[float(v) for v in frame.intrinsics.k().reshape(-1)])
-        for msg in msgs + [cam]:
-            msg.header.stamp = _stamp(stamp_ns)
-            msg.header.frame_id = 'camera_color_optical_frame'
-        self.color.publish(msgs[0])
-        self.depth.publish(msgs[1])
-        self.info.publish(cam)
-        return stamp_ns
-
-
 def _summary_value(diags, stage: str, key: str) -> str | None:
     """``key`` of the stage's newest OK summary on /diagnostics (None before one came)."""
     for d in reversed(list(diags)):
@@ -101,7 +70,7 @@ def test_occupancy_mapper_answers_every_frame_with_its_stamp(harness, node_procs
                                            'copy_audit': True, 'diagnostics_period_s': 0.2})
     grids = harness.collect(OccupancyGrid, topics.OCCUPANCY)
     diags = harness.collect(DiagnosticArray, topics.DIAGNOSTICS)
-    cam = Camera(harness)
+    cam = FakeCamera(harness)
     _bring_up(harness, 'occupancy_mapper')
     harness.wait_for_subscribers(topics.DEPTH)
     harness.wait_for_publishers(topics.OCCUPANCY)
