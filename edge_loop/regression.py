@@ -3,7 +3,8 @@
 """Replay-regression gates: pure functions from recorded outputs and ground truth to verdicts.
 
 Each gate returns a list of failure strings naming the frame, the stage and by how much, so a
-failing test says exactly what regressed. Used by test/ros/test_replay_regression.py.
+failing test says exactly what regressed; :class:`MachineCalibration` scales the real-time
+budgets to the machine the test runs on. Used by test/ros/test_replay_regression.py.
 """
 
 from __future__ import annotations
@@ -13,6 +14,46 @@ from dataclasses import dataclass
 import numpy as np
 
 from edge_loop.kernels.camera import Extrinsics, Intrinsics, project, world_to_camera
+
+
+@dataclass(frozen=True)
+class MachineCalibration:
+    """How much slower this machine runs the loop than the one its real-time budgets were set on.
+
+    ``kernel_ms`` is measured here before the replay (the deployed locator's p50 on its fixed
+    performance case), ``reference_ms`` is the same figure on the budgets' machine. Seven
+    processes share the cores and queue for them, so the loop's latency grows faster than one
+    kernel's time: the budgets are scaled by ``slowdown ** exponent`` (config/regression.yaml
+    gives the exponent and the runs it rests on). Never below 1: a faster machine keeps the
+    budgets of the target.
+    """
+
+    kernel_ms: float
+    reference_ms: float
+    exponent: float
+
+    def __post_init__(self) -> None:
+        if not (self.kernel_ms > 0 and self.reference_ms > 0 and self.exponent >= 1):
+            raise ValueError(f'calibration needs positive times and an exponent >= 1, got '
+                             f'{self.kernel_ms!r} ms, {self.reference_ms!r} ms, '
+                             f'{self.exponent!r}')
+
+    @property
+    def slowdown(self) -> float:
+        """This machine's kernel time over the reference's (at least 1)."""
+        return max(1.0, self.kernel_ms / self.reference_ms)
+
+    @property
+    def budget_scale(self) -> float:
+        """Factor applied to every real-time budget (p99 gate and deadline monitor)."""
+        return self.slowdown ** self.exponent
+
+    def describe(self) -> str:
+        """One line for the test output: what was measured and what it does to the budgets."""
+        return (f'machine calibration: locator p50 {self.kernel_ms:.2f} ms here vs '
+                f'{self.reference_ms:.2f} ms on the reference machine = {self.slowdown:.2f}x '
+                f'slower; real-time budgets scaled x{self.budget_scale:.2f} '
+                f'(slowdown ** {self.exponent:g})')
 
 
 @dataclass(frozen=True)

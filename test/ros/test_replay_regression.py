@@ -10,6 +10,7 @@ the deadline monitor) checks the latency budget. Gates and tolerances: config/re
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -294,36 +295,32 @@ def _rviz_failures(topic_types: dict[str, list[str]]) -> list[str]:
     return failures
 
 
-def _machine_slowdown() -> float:
-    """How many times slower this machine runs the deployed locator than where the budgets were set.
+def _machine_calibration() -> regression.MachineCalibration:
+    """Time the deployed locator here against the machine the real-time budgets were set on.
 
-    At least 1. A kernel regression cannot hide behind it: ``edge-loop verify`` gates the
-    kernel's speed against its reference in one run.
+    A kernel regression cannot hide behind it: ``edge-loop verify`` gates the kernel's speed
+    against its reference in one run.
     """
     op = next(o for o in ops_vision.OPS if o.name == 'object_locator')
-    return max(1.0, deployed_ms_p50(op) / GATES['realtime_reference_locator_ms'])
+    return regression.MachineCalibration(deployed_ms_p50(op),
+                                          GATES['realtime_reference_locator_ms'],
+                                          GATES['realtime_budget_exponent'])
 
 
 def _realtime_attempt(ros_domain, tmp_path) -> None:
     """One real-time replay of the scenario bag, judged by the gates (AssertionError if not)."""
     scenario = CFG['realtime_scenario']
     warmup, measured = CFG['realtime_warmup_commands'], CFG['realtime_commands']
-    # The budget holds for a machine as fast as the one the kernels' baselines were taken on;
-    # on a slower (shared, throttled) CI machine the monitor's budgets and the p99 gate are
-    # scaled by the measured slowdown, and beyond a limit latency is not judged.
-    slowdown = _machine_slowdown()
-    judge = slowdown <= GATES['realtime_judge_max_slowdown']
-    scale = slowdown if judge else GATES['realtime_unjudged_budget_scale']
+    # The budget holds for a machine as fast as the one it was set on; on a slower (shared,
+    # throttled) CI machine the monitor's budgets and the p99 gate are scaled by the measured
+    # calibration, and latency is judged on every machine.
+    calibration = _machine_calibration()
+    scale = calibration.budget_scale
+    print(f'{scenario}: {calibration.describe()}')
     out = _replay(ros_domain, tmp_path, _bag(scenario), realtime=True,
                   until_commands=warmup + measured, commands_timeout_s=90.0,
                   budget_scale=scale)
     assert not _rviz_failures(out.topic_types), '\n'.join(_rviz_failures(out.topic_types))
-    if not judge:
-        got = len(out.latencies_ms)
-        assert got >= warmup + measured // 2, f'{scenario}: only {got} commands in the replay'
-        pytest.skip(f'{scenario}: this machine runs the locator {slowdown:.2f}x slower than '
-                    f'the baseline (over {GATES["realtime_judge_max_slowdown"]}): the replay '
-                    f'fed RViz and gave {got} commands, latency not judged (make bench-replay)')
     assert out.controller_state == 'active', (
         f'{scenario}: pick_controller is {out.controller_state} after real-time replay '
         '(deactivated by the deadline monitor?)')
@@ -332,14 +329,18 @@ def _realtime_attempt(ros_domain, tmp_path) -> None:
     judged = out.latencies_ms[warmup:warmup + measured]
     assert len(judged) >= measured // 2, f'only {len(judged)} commands after warm-up'
     p50, p99 = percentiles(judged)
+    # The machine's speed drifts with its neighbours' load: the p99 gate takes the slower of
+    # the calibrations before and after the replay (the monitor's budgets had to be set before).
+    calibration = max(calibration, _machine_calibration(), key=lambda c: c.slowdown)
+    scale = calibration.budget_scale
     gate = GATES['end_to_end_p99_ms'] * scale
-    print(f'{scenario}: end-to-end p50 {p50:.1f} ms, p99 {p99:.1f} ms over {len(judged)} '
-          f'frames; machine {slowdown:.2f}x slower than the baseline, p99 gate {gate:.1f} ms')
-    assert p99 <= gate, (
-        f'{scenario}: end-to-end p99 {p99:.1f} ms > {gate:.1f} ms ({GATES["end_to_end_p99_ms"]}'
-        f' ms x machine slowdown {slowdown:.2f}, judged up to '
-        f'{GATES["realtime_judge_max_slowdown"]}; '
-        f'p50 {p50:.1f} ms over {len(judged)} commands after {warmup} warm-up)')
+    verdict = (f'{scenario}: end-to-end p50 {p50:.1f} ms, p99 {p99:.1f} ms over {len(judged)} '
+               f'frames against a p99 gate of {gate:.1f} ms ({GATES["end_to_end_p99_ms"]} ms '
+               f'x{scale:.2f}); {calibration.describe()}')
+    print(verdict)
+    # Say it in the summary of a passing run too, not only in a failure's captured output.
+    warnings.warn(verdict, stacklevel=1)
+    assert p99 <= gate, verdict
     window = [stamp for stamp, _ in out.commands[warmup:warmup + measured]]
     late = [f'{s / 1e9:.3f} {why}' for s, why in zip(out.safe_stop_stamps, out.safe_stop_reasons)
             if window[0] <= s <= window[-1]]
