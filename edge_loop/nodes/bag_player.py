@@ -122,7 +122,7 @@ class BagPlayer(StageNode):
         self._clock_pub = None
         self._clock_offset_ns = 0     # added to bag time on each loop pass (monotonic /clock)
         self._last_clock_ns = -1
-        self._services: list[Any] = []
+        self._pause_services: list[Any] = []   # not _services: rclpy.Node keeps its own there
         self._extra_subs: list[Any] = []
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -160,7 +160,7 @@ class BagPlayer(StageNode):
                 raise ConfigError("parameter 'publish_clock' = True needs 'restamp' = False: "
                                   'restamped headers would not match the bag clock')
             self._clock_pub = self.create_lifecycle_publisher(Clock, topics.CLOCK, 10)
-        self._services = [
+        self._pause_services = [
             self.create_service(Trigger, '~/pause', self._on_pause),
             self.create_service(Trigger, '~/resume', self._on_resume)]
         if self.params['start_paused']:
@@ -218,9 +218,9 @@ class BagPlayer(StageNode):
         for sub in self._answer_subs + self._extra_subs:
             self.destroy_subscription(sub)
         self._answer_subs, self._extra_subs = [], []
-        for srv in self._services:
+        for srv in self._pause_services:
             self.destroy_service(srv)
-        self._services = []
+        self._pause_services = []
         if self._clock_pub is not None:
             self.destroy_publisher(self._clock_pub)
             self._clock_pub = None
