@@ -1,0 +1,551 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""One memory pool: a 7B-class decoder beside the loop, measured (issue 32).
+
+Phases (each writes its part of the JSON as soon as it ends, so a cut run keeps what ran):
+
+1. ``formats``: the decoder in fp16, int8 and int4 alone: bytes per tenant (weights, KV
+   cache, CUDA-graph pool), tokens/s from CUDA-graph replay (and eager, fp16), and each packed
+   format checked against fp16 on a full-size layer.
+2. ``loop_alone``: the loop step's per-stage and end-to-end p50/p99 and allocations per frame.
+3. ``interference``: the loop while the decoder generates: in this process (default stream
+   priority; loop on a high-priority stream; plus token pacing) and in a second process
+   (free-running; paced). Decoder tokens/s alongside.
+4. ``fits``: which formats fit the 16 GiB and 8 GiB pools with the loop (a fresh process per
+   case, capped with torch.cuda.set_per_process_memory_fraction).
+5. ``soak``: frames plus decode requests of varying prompt length, sampling the allocator
+   (reserved - allocated, largest free block), with and without expandable_segments.
+
+The loop step is edge_loop.memory.loop_step.RepresentativeStep, a stand-in for the GPU
+stages (issue 31's kernels did not exist when this ran), and is labelled so in the results.
+
+    python3 bench/bench_memory.py --out $OUT                   # H200, about 9 min
+    python3 bench/bench_memory.py --device cpu --preset tiny --quick --out /tmp/m   # CPU check
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from edge_loop.memory import counters  # noqa: E402
+from edge_loop.memory.budget import GIB, load_budget  # noqa: E402
+from edge_loop.memory.loop_step import RepresentativeStep  # noqa: E402
+from edge_loop.reasoning import quant  # noqa: E402
+from edge_loop.reasoning.decoder import (  # noqa: E402
+    PRESETS,
+    DecodeRunner,
+    kv_cache_nbytes,
+    random_decoder,
+    weights_nbytes,
+)
+
+LOOP_LABEL = ('representative perception+control step (edge_loop.memory.loop_step), '
+              'not the verified loop kernels')
+SCRIPT = Path(__file__).resolve()
+
+
+def log(*args: Any) -> None:
+    print(time.strftime('%H:%M:%S'), *args, flush=True)
+
+
+def pct(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {'n': 0}
+    a = np.asarray(values)
+    return {'n': int(a.size), 'p50': float(np.percentile(a, 50)),
+            'p99': float(np.percentile(a, 99)), 'max': float(a.max())}
+
+
+def sync(device: torch.device) -> None:
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
+
+def allocated(device: torch.device) -> int:
+    return torch.cuda.memory_allocated(device) if device.type == 'cuda' else 0
+
+
+def build_decoder(args: argparse.Namespace, fmt: str, device: torch.device,
+                  stream: Any = None) -> tuple[Any, DecodeRunner, dict[str, Any]]:
+    """Random decoder + captured runner, with the bytes each part took."""
+    dtype = torch.float16 if device.type == 'cuda' else torch.float32
+    a0 = allocated(device)
+    t0 = time.perf_counter()
+    dec = random_decoder(PRESETS[args.preset], fmt=fmt, context=args.context, device=device,
+                         dtype=dtype)
+    sync(device)
+    build_s = time.perf_counter() - t0
+    a1 = allocated(device)
+    fused = quant.enable_fast_kernels(dec.linear_weights()) if fmt != 'fp16' else {}
+    gc.collect()
+    if device.type == 'cuda':
+        torch.cuda.empty_cache()
+    a2 = allocated(device)
+    runner = DecodeRunner(dec, stream=stream)
+    runner.start(1, 0)
+    runner.capture()
+    a3 = allocated(device)
+    info = {'format': fmt, 'build_s': build_s, 'weights_bytes': dec.weights_nbytes(),
+            'weights_bytes_predicted': weights_nbytes(PRESETS[args.preset], fmt,
+                                                      torch.empty(0, dtype=dtype).element_size()),
+            'kv_cache_bytes': dec.kv_nbytes(),
+            'kv_cache_bytes_predicted': kv_cache_nbytes(PRESETS[args.preset], args.context),
+            'allocated_after_build': a1 - a0, 'allocated_after_fused_repack': a2 - a0,
+            'graph_pool_bytes': a3 - a2, 'fused_kernels': fused,
+            'meaningful': dec.meaningful}
+    return dec, runner, info
+
+
+def release(*objs: Any) -> None:
+    del objs
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def quant_check(device: torch.device) -> dict[str, Any]:
+    """Each packed format against fp16 on one full-size MLP weight (11008 x 4096)."""
+    dtype = torch.float16 if device.type == 'cuda' else torch.float32
+    gen = torch.Generator(device=device).manual_seed(7)
+    w = torch.randn(11008, 4096, device=device, dtype=dtype, generator=gen) * 0.02
+    x = torch.randn(4, 4096, device=device, dtype=dtype, generator=gen)
+    ref = (x.double() @ w.double().T)
+    out = {}
+    for fmt in ('int8', 'int4'):
+        layer = quant.make_weight(w, fmt)
+        err_ref = float((layer.reference(x).double() - ref).norm() / ref.norm())
+        why = layer.try_fast()
+        err_fast = (float((layer.forward(x).double() - ref).norm() / ref.norm())
+                    if why is None else None)
+        out[fmt] = {'rel_error_vs_fp64_dense': err_ref, 'fused_rel_error': err_fast,
+                    'fused_unavailable': why}
+    out['fp16_rel_error'] = float((quant.DenseWeight(w).forward(x).double() - ref).norm()
+                                  / ref.norm())
+    return out
+
+
+def phase_formats(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    out: dict[str, Any] = {'quant_check': quant_check(device)}
+    for fmt in args.formats:
+        dec, runner, info = build_decoder(args, fmt, device)
+        runner.tokens_per_second(8)
+        info['tokens_per_s_graph'] = runner.tokens_per_second(args.tokens)
+        if fmt == 'fp16':
+            runner.graph, eager = None, DecodeRunner(dec)
+            eager.start(1, 0)
+            eager.tokens_per_second(2)
+            info['tokens_per_s_eager'] = eager.tokens_per_second(max(8, args.tokens // 10))
+        info['memory'] = counters.fragmentation(device) if device.type == 'cuda' else None
+        log(f'decoder {fmt}: {info["weights_bytes"] / GIB:.2f} GiB weights, '
+            f'{info["tokens_per_s_graph"]:.1f} tok/s graph', info.get('tokens_per_s_eager', ''))
+        out[fmt] = info
+        release(dec, runner)
+        del dec, runner
+        release()
+    return out
+
+
+class DecoderThread(threading.Thread):
+    """Generates continuously in this process, one synchronised token at a time."""
+
+    def __init__(self, runner: DecodeRunner, pace_tps: float) -> None:
+        super().__init__(daemon=True)
+        self.runner, self.pace_tps = runner, pace_tps
+        self.stop_flag = threading.Event()
+        self.tokens = 0
+        self.seconds = 0.0
+
+    def run(self) -> None:
+        dev = self.runner.decoder.device
+        done = torch.cuda.Event() if dev.type == 'cuda' else None
+        interval = 1.0 / self.pace_tps if self.pace_tps > 0 else 0.0
+        t0 = time.perf_counter()
+        next_t = t0
+        while not self.stop_flag.is_set():
+            self.runner.step()
+            if done is not None:
+                done.record(self.runner.stream)
+                done.synchronize()   # read each token, as a real generation loop does
+            self.tokens += 1
+            if interval:
+                next_t += interval
+                delay = next_t - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                else:
+                    next_t = time.perf_counter()
+        self.seconds = time.perf_counter() - t0
+
+
+def run_loop(step: RepresentativeStep, seconds: float, hz: float, deadline_ms: float,
+             stream: Any = None) -> dict[str, Any]:
+    """Frames at ``hz`` for ``seconds``: per-stage (device events) and end-to-end latency."""
+    dev = step.device
+    cuda = dev.type == 'cuda'
+    stages: dict[str, list[float]] = {'upload': [], 'perception': [], 'control': [],
+                                      'download': []}
+    e2e: list[float] = []
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(5)] if cuda else None
+    gen = torch.Generator().manual_seed(3)
+    period = 1.0 / hz
+    t_end = time.perf_counter() + seconds
+    next_t = time.perf_counter()
+    ctx = torch.cuda.stream(stream) if cuda and stream is not None else None
+    while time.perf_counter() < t_end:
+        step.host_depth[0, : 1 + int(torch.randint(0, 8, (1,), generator=gen))] = 0.7
+        t0 = time.perf_counter()
+        if ctx is not None:
+            ctx.__enter__()
+        try:
+            if cuda:
+                ev[0].record()
+                step.upload()
+                ev[1].record()
+                step.perceive()
+                ev[2].record()
+                step.control()
+                ev[3].record()
+                step.download()
+                ev[4].record()
+                ev[4].synchronize()
+            else:
+                step()
+        finally:
+            if ctx is not None:
+                ctx.__exit__(None, None, None)
+        e2e.append((time.perf_counter() - t0) * 1e3)
+        if cuda:
+            for name, a, b in (('upload', 0, 1), ('perception', 1, 2), ('control', 2, 3),
+                               ('download', 3, 4)):
+                stages[name].append(ev[a].elapsed_time(ev[b]))
+        next_t += period
+        delay = next_t - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        else:
+            next_t = time.perf_counter()
+    return {'stages_ms': {k: pct(v) for k, v in stages.items()}, 'end_to_end_ms': pct(e2e),
+            'deadline_ms': deadline_ms, 'deadline_misses': int(sum(x > deadline_ms for x in e2e)),
+            'frames': len(e2e)}
+
+
+def make_stream(device: torch.device, high: bool) -> Any:
+    if device.type != 'cuda':
+        return None
+    # CUDA: lower numbers are higher priorities; -1 is the highest torch exposes on Hopper
+    return torch.cuda.Stream(device=device, priority=-1 if high else 0)
+
+
+def phase_loop_alone(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    a0 = allocated(device)
+    step = RepresentativeStep(device=device)
+    step.fill_frame(torch.Generator().manual_seed(0))
+    sync(device)
+    out: dict[str, Any] = {'label': LOOP_LABEL, 'resident_bytes': step.nbytes(),
+                           'allocated_bytes': allocated(device) - a0}
+    for _ in range(20):
+        step()
+    sync(device)
+    out['allocations_per_frame'] = counters.allocations_per_frame(step, 50, device)
+    for name, high in (('default_stream', False), ('high_priority_stream', True)):
+        out[name] = run_loop(step, args.window_s, args.loop_hz, args.deadline_ms,
+                             make_stream(device, high))
+        log(f'loop alone {name}:', json.dumps(out[name]['end_to_end_ms']))
+    return out
+
+
+def worker_command(args: argparse.Namespace, fmt: str, seconds: float, pace: float) -> list[str]:
+    return [sys.executable, str(SCRIPT), 'worker', '--device', args.device, '--preset',
+            args.preset, '--context', str(args.context), '--formats', fmt,
+            '--window-s', str(seconds), '--pace-tps', str(pace)]
+
+
+def phase_interference(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    out: dict[str, Any] = {'label': LOOP_LABEL, 'decoder_format': args.formats[0]}
+    step = RepresentativeStep(device=device)
+    step.fill_frame(torch.Generator().manual_seed(0))
+    hi, lo = make_stream(device, True), make_stream(device, False)
+    dec, runner, _ = build_decoder(args, args.formats[0], device, stream=lo)
+    runner.tokens_per_second(8)
+    for name, loop_stream, pace in (('same_process_default_priority', make_stream(device, False),
+                                     0.0),
+                                    ('same_process_high_priority', hi, 0.0),
+                                    ('same_process_high_priority_paced', hi, args.pace_tps)):
+        thread = DecoderThread(runner, pace)
+        thread.start()
+        time.sleep(0.5)
+        res = run_loop(step, args.window_s, args.loop_hz, args.deadline_ms, loop_stream)
+        thread.stop_flag.set()
+        thread.join()
+        res['decoder_tokens_per_s'] = thread.tokens / max(thread.seconds, 1e-9)
+        res['pace_tps'] = pace
+        out[name] = res
+        log(f'{name}: e2e', json.dumps(res['end_to_end_ms']),
+            f'tok/s {res["decoder_tokens_per_s"]:.1f}')
+    release(dec, runner)
+    del dec, runner
+    release()
+    for name, pace in (('second_process', 0.0), ('second_process_paced', args.pace_tps)):
+        proc = subprocess.Popen(worker_command(args, args.formats[0], args.window_s + 2.0, pace),
+                                stdout=subprocess.PIPE, text=True)
+        line = proc.stdout.readline()
+        while line and not line.startswith('READY'):
+            line = proc.stdout.readline()
+        time.sleep(0.5)
+        res = run_loop(step, args.window_s, args.loop_hz, args.deadline_ms, hi)
+        rest = proc.communicate(timeout=120)[0]
+        worker = json.loads(rest.strip().splitlines()[-1])
+        res['decoder_tokens_per_s'] = worker['tokens_per_s']
+        res['pace_tps'] = pace
+        out[name] = res
+        log(f'{name}: e2e', json.dumps(res['end_to_end_ms']),
+            f'tok/s {res["decoder_tokens_per_s"]:.1f}')
+    return out
+
+
+def worker(args: argparse.Namespace) -> None:
+    """Second process: build, say READY, generate for --window-s, print tokens/s as JSON."""
+    device = torch.device(args.device)
+    dec, runner, _ = build_decoder(args, args.formats[0], device,
+                                   stream=make_stream(device, False))
+    runner.tokens_per_second(8)
+    print('READY', flush=True)
+    thread = DecoderThread(runner, args.pace_tps)
+    thread.start()
+    time.sleep(args.window_s)
+    thread.stop_flag.set()
+    thread.join()
+    print(json.dumps({'tokens_per_s': thread.tokens / thread.seconds}), flush=True)
+
+
+def fit_case(args: argparse.Namespace) -> None:
+    """Fresh process: cap at the pool, build decoder + loop, run both; print JSON."""
+    device = torch.device(args.device)
+    pool = args.pool_gib * GIB
+    result: dict[str, Any] = {'pool_gib': args.pool_gib, 'format': args.formats[0]}
+    if device.type == 'cuda':
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, pool / total), device)
+    try:
+        step = RepresentativeStep(device=device)
+        dec, runner, info = build_decoder(args, args.formats[0], device,
+                                          stream=make_stream(device, False))
+        runner.tokens_per_second(16)
+        for _ in range(20):
+            step()
+        sync(device)
+        result.update(fits=True, weights_bytes=info['weights_bytes'])
+    except torch.OutOfMemoryError as exc:
+        result.update(fits=False, error=str(exc).splitlines()[0][:200])
+    if device.type == 'cuda':
+        result['memory'] = counters.fragmentation(device)
+    print(json.dumps(result), flush=True)
+
+
+def phase_fits(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {'note': 'torch allocator capped per process; the CUDA context '
+                           '(driver memory) is outside the cap'}
+    for pool_gib in (16, 8):
+        for fmt in args.formats:
+            cmd = [sys.executable, str(SCRIPT), 'fit', '--device', args.device, '--preset',
+                   args.preset, '--context', str(args.context), '--formats', fmt,
+                   '--pool-gib', str(pool_gib)]
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+            try:
+                case = json.loads(res.stdout.strip().splitlines()[-1])
+            except (IndexError, ValueError):
+                case = {'fits': None, 'error': res.stderr[-400:]}
+            budget = load_budget(Path(__file__).resolve().parents[1] / 'config' / 'memory.yaml',
+                                 overrides={'reasoner': {'format': fmt, 'context': args.context}})
+            budget = budget.with_pool(f'{pool_gib} GiB', pool_gib * GIB)
+            case['budget_admits'] = budget.fits()
+            case['budget_reserved_bytes'] = budget.reserved
+            out[f'{fmt}_{pool_gib}GiB'] = case
+            log(f'fit {fmt} in {pool_gib} GiB: measured {case.get("fits")}, '
+                f'budget {case["budget_admits"]}')
+    return out
+
+
+def soak(args: argparse.Namespace) -> None:
+    """Frames + decode requests with prompts of varying length; allocator sampled each second."""
+    device = torch.device(args.device)
+    cuda = device.type == 'cuda'
+    pool = args.pool_gib * GIB
+    if cuda:
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, pool / total), device)
+    step = RepresentativeStep(device=device)
+    step.fill_frame(torch.Generator().manual_seed(0))
+    lo = make_stream(device, False)
+    dec, runner, _ = build_decoder(args, args.formats[0], device, stream=lo)
+    stop = threading.Event()
+    counts = {'requests': 0, 'tokens': 0, 'prefill_tokens': 0}
+    rng = np.random.default_rng(5)
+
+    def requests() -> None:
+        while not stop.is_set():
+            n_prompt = int(rng.integers(16, min(512, args.context // 2)))
+            tokens = torch.from_numpy(rng.integers(0, dec.cfg.vocab_size, n_prompt)).to(device)
+            with torch.cuda.stream(lo) if cuda else contextlib.nullcontext():
+                logits = dec.forward(tokens, torch.arange(n_prompt, device=device),
+                                     last_only=True)
+                first = int(logits[-1].argmax())
+            runner.start(first, n_prompt)
+            for _ in range(args.tokens_per_request):
+                runner.step()
+                counts['tokens'] += 1
+            if cuda:
+                lo.synchronize()
+            counts['requests'] += 1
+            counts['prefill_tokens'] += n_prompt
+            del logits, tokens
+
+    thread = threading.Thread(target=requests, daemon=True)
+    thread.start()
+    samples = []
+    t0 = time.perf_counter()
+    loop_stats: list[dict[str, Any]] = []
+    hi_stream = make_stream(device, True)
+    while time.perf_counter() - t0 < args.window_s:
+        loop_stats.append(run_loop(step, 1.0, args.loop_hz, args.deadline_ms, hi_stream))
+        if cuda:
+            samples.append({'t': time.perf_counter() - t0, **counters.fragmentation(device)})
+    stop.set()
+    thread.join()
+    e2e_p99 = [s['end_to_end_ms'].get('p99', 0.0) for s in loop_stats]
+    result = {'expandable_segments': 'expandable_segments:True' in os.environ.get(
+        'PYTORCH_CUDA_ALLOC_CONF', ''), 'pool_gib': args.pool_gib, 'format': args.formats[0],
+        'seconds': time.perf_counter() - t0, 'frames': sum(s['frames'] for s in loop_stats),
+        'deadline_misses': sum(s['deadline_misses'] for s in loop_stats),
+        'loop_p99_ms_per_second': {'max': max(e2e_p99, default=0.0),
+                                   'median': float(np.median(e2e_p99)) if e2e_p99 else 0.0},
+        **counts, 'samples': samples}
+    if samples:
+        result['final'] = samples[-1]
+        result['reserved_minus_allocated_over_pool_final'] = (
+            samples[-1]['reserved_minus_allocated'] / pool)
+        result['reserved_minus_allocated_over_pool_max'] = max(
+            s['reserved_minus_allocated'] for s in samples) / pool
+    Path(args.result).write_text(json.dumps(result))
+
+
+def phase_soak(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {'label': LOOP_LABEL}
+    for expandable in (False, True):
+        env = dict(os.environ)
+        env['PYTORCH_CUDA_ALLOC_CONF'] = f'expandable_segments:{expandable}'
+        path = out_dir / f'soak_{"expandable" if expandable else "default"}.json'
+        cmd = [sys.executable, str(SCRIPT), 'soak', '--device', args.device, '--preset',
+               args.preset, '--context', str(args.context), '--formats', args.soak_format,
+               '--pool-gib', str(args.soak_pool_gib), '--window-s', str(args.soak_s),
+               '--result', str(path), '--loop-hz', str(args.loop_hz)]
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                             timeout=args.soak_s + 240)
+        if res.returncode != 0:
+            out[str(expandable)] = {'error': res.stderr[-800:]}
+            continue
+        data = json.loads(path.read_text())
+        path.unlink()
+        key = 'expandable_segments' if expandable else 'default_segments'
+        out[key] = data
+        final = data.get('final', {})
+        log(f'soak {key}: {data["frames"]} frames, {data["tokens"]} tokens, '
+            f'{data["requests"]} requests, reserved-allocated '
+            f'{final.get("reserved_minus_allocated", 0) / 2**20:.1f} MiB, largest free '
+            f'{final.get("largest_free_block", 0) / 2**20:.1f} MiB')
+    return out
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    env: dict[str, Any] = {'torch': torch.__version__, 'python': sys.version.split()[0],
+                           'device': str(device)}
+    if device.type == 'cuda':
+        props = torch.cuda.get_device_properties(device)
+        env.update(name=props.name, total_memory=props.total_memory,
+                   cuda=torch.version.cuda,
+                   stream_priority_range=list(torch.cuda.Stream.priority_range())
+                   if hasattr(torch.cuda.Stream, 'priority_range') else None)
+        try:
+            env['driver'] = subprocess.run(
+                ['nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader'],
+                capture_output=True, text=True, timeout=20).stdout.strip()
+        except OSError:
+            env['driver'] = None
+    return env
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('mode', nargs='?', default='all',
+                        choices=('all', 'worker', 'fit', 'soak'))
+    parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    parser.add_argument('--preset', default='llama2_7b', choices=sorted(PRESETS))
+    parser.add_argument('--context', type=int, default=1024)
+    parser.add_argument('--formats', type=lambda s: s.split(','), default=['fp16', 'int8',
+                                                                            'int4'])
+    parser.add_argument('--tokens', type=int, default=256)
+    parser.add_argument('--loop-hz', type=float, default=100.0)
+    parser.add_argument('--deadline-ms', type=float, default=10.0)
+    parser.add_argument('--window-s', type=float, default=10.0)
+    parser.add_argument('--pace-tps', type=float, default=150.0)
+    parser.add_argument('--pool-gib', type=float, default=16.0)
+    parser.add_argument('--soak-s', type=float, default=140.0)
+    parser.add_argument('--soak-format', default='fp16')
+    parser.add_argument('--soak-pool-gib', type=float, default=16.0)
+    parser.add_argument('--tokens-per-request', type=int, default=64)
+    parser.add_argument('--phases', default='formats,loop,interference,fits,soak')
+    parser.add_argument('--result', default='')
+    parser.add_argument('--out', default=os.environ.get('OUT', 'bench/results'))
+    args = parser.parse_args()
+    if args.mode == 'worker':
+        return worker(args)
+    if args.mode == 'fit':
+        return fit_case(args)
+    if args.mode == 'soak':
+        return soak(args)
+    device = torch.device(args.device)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f'memory_{"h200" if device.type == "cuda" else "cpu"}.json'
+    result: dict[str, Any] = {'command': ' '.join(sys.argv), 'environment': environment(device),
+                              'args': vars(args)}
+    log(json.dumps(result['environment']))
+    phases = args.phases.split(',')
+    for name, fn in (('formats', lambda: phase_formats(args, device)),
+                     ('loop', lambda: phase_loop_alone(args, device)),
+                     ('interference', lambda: phase_interference(args, device)),
+                     ('fits', lambda: phase_fits(args)),
+                     ('soak', lambda: phase_soak(args, out_dir))):
+        if name not in phases:
+            continue
+        t0 = time.perf_counter()
+        try:
+            result[name] = fn()
+        except Exception as exc:  # noqa: BLE001 - keep the other phases' results
+            import traceback
+
+            traceback.print_exc()
+            result[name] = {'error': f'{type(exc).__name__}: {exc}'}
+        result.setdefault('phase_seconds', {})[name] = time.perf_counter() - t0
+        path.write_text(json.dumps(result, indent=1))
+        log(f'phase {name} done in {time.perf_counter() - t0:.1f} s')
+    log('wrote', path)
+
+
+if __name__ == '__main__':
+    main()

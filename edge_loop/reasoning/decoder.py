@@ -1,0 +1,352 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""A Llama-style decoder in plain torch, device-agnostic, with a preallocated KV cache.
+
+Shapes follow Llama-2-7B (:data:`LLAMA2_7B`: 32 layers, hidden 4096, 32 heads, MLP 11008,
+vocabulary 32000) or any config read from a checkpoint's ``config.json``; :data:`TINY` is the
+two-layer model the CPU tests use. Everything the decoder needs at run time (weights, the KV
+cache for ``context`` tokens, rotary tables) is allocated when it is built, so a decode step
+allocates nothing outside the temporaries a CUDA graph keeps in its own pool.
+
+Positions are a tensor, never a Python int, so one decode step can be captured in a CUDA
+graph and replayed (:class:`DecodeRunner`): the step writes the next token (greedy argmax) and
+the next position back into its own input tensors, on the device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F  # noqa: N812 - the usual torch alias
+
+from edge_loop.reasoning import quant
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """Shape of a Llama-style decoder (names follow Hugging Face's LlamaConfig)."""
+
+    vocab_size: int = 32000
+    hidden_size: int = 4096
+    intermediate_size: int = 11008
+    num_hidden_layers: int = 32
+    num_attention_heads: int = 32
+    num_key_value_heads: int = 32
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    max_position_embeddings: int = 4096
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> DecoderConfig:
+        """Read the fields we use from a Hugging Face ``config.json`` (others are ignored)."""
+        raw = json.loads(Path(path).read_text())
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in raw.items() if k in names and v is not None}
+        kwargs.setdefault('num_key_value_heads', raw.get('num_attention_heads', 32))
+        return cls(**kwargs)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=1)
+
+    def linear_shapes(self) -> list[tuple[str, int, int]]:
+        """(name, out, in) of every linear in one layer, q/k/v and gate/up fused."""
+        h, kv = self.hidden_size, self.num_key_value_heads * self.head_dim
+        return [('qkv', h + 2 * kv, h), ('o', h, h),
+                ('gate_up', 2 * self.intermediate_size, h), ('down', h, self.intermediate_size)]
+
+    def parameter_count(self) -> int:
+        per_layer = sum(o * i for _, o, i in self.linear_shapes()) + 2 * self.hidden_size
+        return (self.num_hidden_layers * per_layer + 2 * self.vocab_size * self.hidden_size
+                + self.hidden_size)
+
+
+LLAMA2_7B = DecoderConfig()
+TINY = DecoderConfig(vocab_size=384, hidden_size=128, intermediate_size=256,
+                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                     max_position_embeddings=512)
+PRESETS = {'llama2_7b': LLAMA2_7B, 'tiny': TINY}
+
+
+def weights_nbytes(cfg: DecoderConfig, fmt: str, element_size: int = 2) -> int:
+    """Bytes of every weight in ``fmt``.
+
+    The linears of the layers and lm_head are in ``fmt``; the embedding table and the norms
+    stay in the compute dtype of ``element_size`` bytes (a lookup reads one row).
+    """
+    es = element_size
+    layers = sum(quant.weight_bytes(o, i, fmt, scale_bytes=es) for _, o, i in cfg.linear_shapes())
+    if fmt == 'fp16':
+        layers = layers // 2 * es
+    dense = es * (cfg.vocab_size * cfg.hidden_size + (2 * cfg.num_hidden_layers + 1)
+                 * cfg.hidden_size)
+    head = quant.weight_bytes(cfg.vocab_size, cfg.hidden_size, fmt, scale_bytes=es)
+    if fmt == 'fp16':
+        head = head // 2 * es
+    return cfg.num_hidden_layers * layers + head + dense
+
+
+def kv_cache_nbytes(cfg: DecoderConfig, context: int, element_size: int = 2) -> int:
+    """Bytes of the keys and values of ``context`` tokens for every layer."""
+    return (2 * cfg.num_hidden_layers * context * cfg.num_key_value_heads * cfg.head_dim
+            * element_size)
+
+
+@dataclass
+class Layer:
+    """One transformer block's weights."""
+
+    attn_norm: torch.Tensor
+    qkv: Any
+    o: Any
+    mlp_norm: torch.Tensor
+    gate_up: Any
+    down: Any
+
+
+class Decoder:
+    """Weights, rotary tables and the KV cache of one Llama-style decoder (batch 1)."""
+
+    def __init__(self, cfg: DecoderConfig, embed: torch.Tensor, layers: list[Layer],
+                 norm: torch.Tensor, lm_head: Any, *, fmt: str, context: int,
+                 meaningful: bool) -> None:
+        if context > cfg.max_position_embeddings:
+            raise ValueError(f'context {context} exceeds max_position_embeddings '
+                             f'{cfg.max_position_embeddings}')
+        self.cfg, self.embed, self.layers, self.norm, self.lm_head = (
+            cfg, embed, layers, norm, lm_head)
+        self.fmt, self.context = fmt, context
+        # Random weights give answers that mean nothing: callers must never act on them.
+        self.meaningful = meaningful
+        self.device, self.dtype = embed.device, embed.dtype
+        hd, kvh = cfg.head_dim, cfg.num_key_value_heads
+        self.k_cache = torch.zeros(cfg.num_hidden_layers, kvh, context, hd, dtype=self.dtype,
+                                   device=self.device)
+        self.v_cache = torch.zeros_like(self.k_cache)
+        inv = 1.0 / cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd)
+        angles = torch.outer(torch.arange(context, dtype=torch.float32), inv)
+        angles = torch.cat([angles, angles], dim=1)   # Llama's rotate_half layout
+        self.cos = angles.cos().to(self.device, self.dtype)
+        self.sin = angles.sin().to(self.device, self.dtype)
+        self.slots = torch.arange(context, device=self.device)
+
+    # --- accounting -------------------------------------------------------------------------
+    def linear_weights(self) -> list[Any]:
+        out = [self.lm_head]
+        for layer in self.layers:
+            out += [layer.qkv, layer.o, layer.gate_up, layer.down]
+        return out
+
+    def weights_nbytes(self) -> int:
+        dense = self.embed.numel() + self.norm.numel() + sum(
+            layer.attn_norm.numel() + layer.mlp_norm.numel() for layer in self.layers)
+        return dense * self.embed.element_size() + sum(
+            w.nbytes for w in self.linear_weights())
+
+    def kv_nbytes(self) -> int:
+        return 2 * self.k_cache.numel() * self.k_cache.element_size()
+
+    # --- compute ----------------------------------------------------------------------------
+    def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.cfg.rms_norm_eps)
+        return xf.to(x.dtype) * weight
+
+    @staticmethod
+    def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return x * cos + rotated * sin
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
+                last_only: bool = False) -> torch.Tensor:
+        """Logits (T, vocab) for ``tokens`` (T,) at ``positions`` (T,), filling the KV cache.
+
+        Each token attends to every cached position up to its own, so a prompt can be fed in
+        one call (prefill) or one token at a time (decode) with the same result.
+        """
+        cfg = self.cfg
+        n_tok = tokens.shape[0]
+        nh, kvh, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        x = F.embedding(tokens, self.embed)
+        cos = self.cos.index_select(0, positions)[:, None, :]
+        sin = self.sin.index_select(0, positions)[:, None, :]
+        # (T, context): True where the cached slot is visible from that token
+        visible = (self.slots[None, :] <= positions[:, None])[None]
+        for i, layer in enumerate(self.layers):
+            h = self._rms(x, layer.attn_norm)
+            qkv = layer.qkv.forward(h)
+            q = qkv[:, :nh * hd].view(n_tok, nh, hd)
+            k = qkv[:, nh * hd:(nh + kvh) * hd].view(n_tok, kvh, hd)
+            v = qkv[:, (nh + kvh) * hd:].view(n_tok, kvh, hd)
+            q, k = self._rope(q, cos, sin), self._rope(k, cos, sin)
+            self.k_cache[i].index_copy_(1, positions, k.transpose(0, 1))
+            self.v_cache[i].index_copy_(1, positions, v.transpose(0, 1))
+            keys, values = self.k_cache[i], self.v_cache[i]
+            if kvh != nh:
+                keys = keys.repeat_interleave(nh // kvh, dim=0)
+                values = values.repeat_interleave(nh // kvh, dim=0)
+            att = F.scaled_dot_product_attention(q.transpose(0, 1), keys, values,
+                                                 attn_mask=visible)
+            x = x + layer.o.forward(att.transpose(0, 1).reshape(n_tok, nh * hd))
+            h = self._rms(x, layer.mlp_norm)
+            gate, up = layer.gate_up.forward(h).chunk(2, dim=-1)
+            x = x + layer.down.forward(F.silu(gate) * up)
+        if last_only:
+            x = x[-1:]
+        return self.lm_head.forward(self._rms(x, self.norm))
+
+    def reset(self) -> None:
+        """Forget the cached keys and values."""
+        self.k_cache.zero_()
+        self.v_cache.zero_()
+
+
+def _layer_from(weights: dict[str, torch.Tensor], fmt: str, i: int,
+                dtype: torch.dtype) -> Layer:
+    p = f'model.layers.{i}.'
+
+    def w(name: str) -> torch.Tensor:
+        return weights[p + name].to(dtype)
+
+    qkv = torch.cat([w('self_attn.q_proj.weight'), w('self_attn.k_proj.weight'),
+                     w('self_attn.v_proj.weight')])
+    gate_up = torch.cat([w('mlp.gate_proj.weight'), w('mlp.up_proj.weight')])
+    return Layer(attn_norm=w('input_layernorm.weight'), qkv=quant.make_weight(qkv, fmt),
+                 o=quant.make_weight(w('self_attn.o_proj.weight'), fmt),
+                 mlp_norm=w('post_attention_layernorm.weight'),
+                 gate_up=quant.make_weight(gate_up, fmt),
+                 down=quant.make_weight(w('mlp.down_proj.weight'), fmt))
+
+
+def decoder_from_weights(cfg: DecoderConfig, weights: dict[str, torch.Tensor], *,
+                         fmt: str = 'fp16', context: int = 1024,
+                         device: torch.device | str = 'cpu',
+                         dtype: torch.dtype = torch.float16) -> Decoder:
+    """A decoder from Hugging Face Llama tensor names (``model.layers.N.self_attn.q_proj...``).
+
+    Tensors are moved to ``device`` one layer at a time and quantised there, so the dense
+    checkpoint never sits on the device whole.
+    """
+    device = torch.device(device)
+    missing = [n for n in ('model.embed_tokens.weight', 'model.norm.weight') if n not in weights]
+    if missing:
+        raise KeyError(f'checkpoint lacks {", ".join(missing)}')
+    on_dev = {}
+    layers = []
+    for i in range(cfg.num_hidden_layers):
+        prefix = f'model.layers.{i}.'
+        on_dev = {k: v.to(device) for k, v in weights.items() if k.startswith(prefix)}
+        layers.append(_layer_from(on_dev, fmt, i, dtype))
+    del on_dev
+    embed = weights['model.embed_tokens.weight'].to(device, dtype)
+    head = weights.get('lm_head.weight', weights['model.embed_tokens.weight']).to(device, dtype)
+    return Decoder(cfg, embed, layers, weights['model.norm.weight'].to(device, dtype),
+                   quant.make_weight(head, fmt), fmt=fmt, context=context, meaningful=True)
+
+
+def random_decoder(cfg: DecoderConfig, *, fmt: str = 'fp16', context: int = 1024,
+                   device: torch.device | str = 'cpu', dtype: torch.dtype = torch.float16,
+                   seed: int = 0) -> Decoder:
+    """A decoder of ``cfg``'s full shapes with random weights, built directly on ``device``.
+
+    For memory and interference measurements only: its answers are marked meaningless.
+    """
+    device = torch.device(device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    std, out_std = 0.02, 0.02 / (2 * cfg.num_hidden_layers) ** 0.5
+    shapes = {name: (o, i) for name, o, i in cfg.linear_shapes()}
+
+    def rnd(name: str, s: float) -> Any:
+        o, i = shapes[name]
+        return quant.random_weight(o, i, fmt, std=s, dtype=dtype, device=device, generator=gen)
+
+    ones = torch.ones(cfg.hidden_size, dtype=dtype, device=device)
+    layers = [Layer(attn_norm=ones.clone(), qkv=rnd('qkv', std), o=rnd('o', out_std),
+                    mlp_norm=ones.clone(), gate_up=rnd('gate_up', std),
+                    down=rnd('down', out_std)) for _ in range(cfg.num_hidden_layers)]
+    embed = torch.empty(cfg.vocab_size, cfg.hidden_size, dtype=dtype, device=device)
+    embed.normal_(0.0, 1.0, generator=gen)
+    head = quant.random_weight(cfg.vocab_size, cfg.hidden_size, fmt, std=std, dtype=dtype,
+                               device=device, generator=gen)
+    return Decoder(cfg, embed, layers, ones.clone(), head, fmt=fmt, context=context,
+                   meaningful=False)
+
+
+class DecodeRunner:
+    """Greedy decoding one token per call, replayed from a CUDA graph where there is one.
+
+    The step reads ``token`` and ``position`` (device tensors of shape (1,)), writes the argmax
+    token back into ``token`` and advances ``position`` (wrapping at the cache's end, so a
+    benchmark can generate forever), all on the device: no host round trip per token.
+    """
+
+    def __init__(self, decoder: Decoder, *, use_graph: bool | None = None,
+                 stream: torch.cuda.Stream | None = None) -> None:
+        self.decoder = decoder
+        dev = decoder.device
+        self.token = torch.zeros(1, dtype=torch.long, device=dev)
+        self.position = torch.zeros(1, dtype=torch.long, device=dev)
+        self.use_graph = dev.type == 'cuda' if use_graph is None else use_graph
+        self.stream = stream
+        self.graph: Any = None
+
+    def _step(self) -> None:
+        logits = self.decoder.forward(self.token, self.position)
+        self.token.copy_(logits[-1].argmax())
+        self.position.add_(1).remainder_(self.decoder.context)
+
+    def capture(self, warmup: int = 3) -> None:
+        """Warm up and capture one decode step (CUDA only; a no-op elsewhere)."""
+        if not self.use_graph:
+            return
+        stream = self.stream or torch.cuda.Stream(device=self.decoder.device)
+        stream.wait_stream(torch.cuda.current_stream(self.decoder.device))
+        with torch.cuda.stream(stream):
+            for _ in range(warmup):
+                self._step()
+        torch.cuda.current_stream(self.decoder.device).wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, stream=stream):
+            self._step()
+        torch.cuda.synchronize(self.decoder.device)
+
+    def start(self, token: int, position: int) -> None:
+        self.token.fill_(token)
+        self.position.fill_(position)
+
+    def step(self) -> None:
+        """Decode one token (replay the graph, or run eagerly)."""
+        # A graph replays on the calling thread's current stream, not the one it was
+        # captured on: enter the runner's stream so its priority applies.
+        if self.stream is not None:
+            with torch.cuda.stream(self.stream):
+                self._replay_or_run()
+        else:
+            self._replay_or_run()
+
+    def _replay_or_run(self) -> None:
+        if self.graph is not None:
+            self.graph.replay()
+        else:
+            self._step()
+
+    def tokens_per_second(self, n_tokens: int) -> float:
+        """Generate ``n_tokens`` back to back and return the rate (synchronised)."""
+        sync = (torch.cuda.synchronize if self.decoder.device.type == 'cuda'
+                else (lambda *a: None))
+        sync(self.decoder.device)
+        t0 = time.perf_counter()
+        for _ in range(n_tokens):
+            self.step()
+        sync(self.decoder.device)
+        return n_tokens / (time.perf_counter() - t0)
