@@ -16,7 +16,8 @@ export ROS_LOG_DIR ?= $(CURDIR)/log/ros
 export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: setup demo test test-ros verify bench bench-transport bench-sim bench-vision bench-deadline \
-	bench-occupancy bench-grasp-state bench-pick-kernel bench-pick bench-replay train lint clean record-default
+	bench-occupancy bench-grasp-state bench-perception bench-pick-kernel bench-pick bench-replay train lint clean \
+	record-default
 
 setup: $(STAMP)
 
@@ -51,7 +52,7 @@ lint: setup
 	$(PY) -m ruff check edge_loop test bench tools launch setup.py
 
 bench: bench-transport bench-sim bench-vision bench-deadline bench-occupancy bench-grasp-state \
-	bench-replay bench-pick-kernel bench-pick
+	bench-perception bench-replay bench-pick-kernel bench-pick
 
 bench-transport: setup
 	$(PY) bench/bench_transport.py
@@ -70,6 +71,10 @@ bench-occupancy: setup
 
 bench-grasp-state: setup
 	$(PY) bench/bench_grasp_state.py
+
+# Per-frame CPU of perception: the locator once (now) against twice (before), side by side.
+bench-perception: setup
+	$(PY) bench/bench_perception_pass.py
 
 # Real-time replay of the nominal scenario bag through the whole graph: end-to-end latency
 # and deadline misses, shipped process priorities vs all at nice 0 (about 10 min).
