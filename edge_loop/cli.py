@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     'demo': ('edge_loop.demo', 'closed-loop pick in simulation (or on a bag) with a report'),
     'record': ('edge_loop.sim.record', 'record a scenario bag from the simulator'),
     'verify': ('edge_loop.verify.run', 'run the kernel verification gates and write a report'),
+    'check': ('edge_loop.check.runner', 'the deployment checklist, measured on this host'),
 }
 
 

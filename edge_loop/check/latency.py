@@ -1,0 +1,175 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Item 1: every stage's p99 and the end-to-end p99 against the budget.
+
+The samples come from a real-time replay (or the live camera) through the deployed graph:
+each output's arrival at the check's reader (the middleware's receive time) less the camera
+stamp it carries. The controller's own share is its command's arrival less the latest of the
+frame's upstream outputs, as the deadline monitor measures it. Judging is a pure function of
+those samples and the budgets, so a test can feed it the samples of a slowed stage.
+
+Calibration (``--calibrate``): on a machine that is not the target the budgets are multiplied
+by how much slower this machine runs the deployed locator than the machine the budgets were
+set on (``config/regression.yaml``: ``realtime_reference_locator_ms``), and the page says so.
+Beyond ``realtime_judge_max_slowdown`` nothing on the target is predicted (seven processes
+slow down superlinearly, see regression.yaml), so the item is NOT RUN there.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edge_loop.check.items import ItemResult, Status, not_run
+
+# Fewer judged frames than this share of the frames the window should have had is a failure:
+# a stage that answers only some frames hides its slow ones.
+MIN_FRAME_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Per-stage and end-to-end budgets (ms), as the deadline monitor is configured."""
+
+    stages: dict[str, float]
+    end_to_end_ms: float
+    sampled: tuple[str, ...] = ()    # stages on the gripper clock, not per camera frame
+
+    @classmethod
+    def from_monitor_params(cls, params: Mapping) -> Budgets:
+        """From the deadline_monitor section of the params file."""
+        return cls(dict(zip(params['stage_names'], map(float, params['stage_budgets_ms']))),
+                   float(params['end_to_end_budget_ms']),
+                   tuple(params.get('sampled_stages', ())))
+
+
+@dataclass
+class LatencySamples:
+    """Latencies (ms) of one measurement window."""
+
+    stages: dict[str, list[float]] = field(default_factory=dict)
+    end_to_end: list[float] = field(default_factory=list)
+    expected_frames: int = 0      # frames the camera sent in the window
+
+    @classmethod
+    def from_arrivals(cls, arrivals: Mapping[str, Mapping[int, int]],
+                      commands: Mapping[int, int], command_stage: str,
+                      frame_stamps: Sequence[int], sampled: Mapping[str, Sequence[float]] = {}
+                      ) -> LatencySamples:
+        """Latencies from receive times (ns) keyed by the camera stamp (ns) they answer.
+
+        ``arrivals[stage][stamp]`` is the first arrival of that stage's output for the frame,
+        ``commands[stamp]`` the frame's first command; only ``frame_stamps`` are counted.
+        """
+        out = cls(expected_frames=len(frame_stamps))
+        for stage, got in arrivals.items():
+            out.stages[stage] = [(got[s] - s) / 1e6 for s in frame_stamps if s in got]
+        own = []
+        for s in frame_stamps:
+            if s not in commands:
+                continue
+            out.end_to_end.append((commands[s] - s) / 1e6)
+            upstream = [got[s] for got in arrivals.values() if s in got]
+            own.append((commands[s] - max(upstream, default=s)) / 1e6)
+        out.stages[command_stage] = own
+        for stage, values in sampled.items():
+            out.stages[stage] = list(values)
+        return out
+
+
+def p99(values: Sequence[float]) -> float:
+    """99th percentile (linear, NaN for none)."""
+    return float(np.percentile(values, 99)) if len(values) else float('nan')
+
+
+def judge_latency(samples: LatencySamples, budgets: Budgets, scale: float = 1.0,
+                  calibrated: bool = False) -> ItemResult:
+    """Item 1 from one window's samples: every p99 within its (scaled) budget."""
+    rows = []
+    bad = []
+    min_frames = max(1, int(samples.expected_frames * MIN_FRAME_SHARE))
+    figures = [(stage, samples.stages.get(stage, []), budget)
+               for stage, budget in budgets.stages.items()]
+    figures.append(('end-to-end', samples.end_to_end, budgets.end_to_end_ms))
+    for name, values, budget in figures:
+        limit = budget * scale
+        value = p99(values)
+        per_frame = name not in budgets.sampled
+        enough = len(values) >= (min_frames if per_frame else 1)
+        ok = enough and value <= limit
+        rows.append((name, f'p99 {value:.1f} ms (p50 {_p50(values):.1f}) over {len(values)} '
+                     f'{"frames" if per_frame else "samples"}', f'<= {limit:.1f} ms',
+                     'yes' if ok else 'NO'))
+        if not enough:
+            bad.append(f'{name}: {len(values)} of {samples.expected_frames} frames answered')
+        elif not ok:
+            bad.append(f'{name} p99 {value:.1f} ms > {limit:.1f} ms')
+    e2e = p99(samples.end_to_end)
+    scaled = f' (budget x{scale:.2f}, calibrated)' if calibrated else ''
+    measured = (f'end-to-end p99 {e2e:.1f} ms over {len(samples.end_to_end)} frames; '
+                f'worst stage ' + _worst(samples, budgets))
+    plot = {'kind': 'latency', 'stages': {k: list(v) for k, v in samples.stages.items()},
+            'end_to_end': list(samples.end_to_end),
+            'budgets': {**{k: v * scale for k, v in budgets.stages.items()},
+                        'end-to-end': budgets.end_to_end_ms * scale}}
+    if bad:
+        first = bad[0].split(' ')[0].rstrip(':')
+        fix = (f'{"; ".join(bad)}: make {first} faster (profile it with make bench-vision / '
+               'bench-occupancy; check nice and cpu_affinity) before deploying; a budget in '
+               "config/pick.yaml is the control period's, not to be raised to pass")
+        return ItemResult(1, Status.FAIL, measured + scaled, f'budgets{scaled}', fix=fix,
+                          rows=rows, plot=plot)
+    return ItemResult(1, Status.PASS, measured + scaled, f'budgets{scaled}', rows=rows,
+                      plot=plot)
+
+
+def _p50(values: Sequence[float]) -> float:
+    return float(np.percentile(values, 50)) if len(values) else float('nan')
+
+
+def _worst(samples: LatencySamples, budgets: Budgets) -> str:
+    shares = [(p99(samples.stages.get(s, [])) / b, s) for s, b in budgets.stages.items()
+              if samples.stages.get(s)]
+    if not shares:
+        return '(none measured)'
+    share, stage = max(shares)
+    return f'{stage} at {share:.0%} of its budget'
+
+
+def calibration_factor(reference_ms: float, repeats: int = 15) -> tuple[float, float]:
+    """(slowdown >= 1, locator p50 ms here): the deployed locator timed on verify's case.
+
+    The same input and measure as the replay regression test (one warm-up, OpenCV on one
+    thread, the median of ``repeats`` calls) against ``reference_ms``, the locator's p50 on
+    the machine the budgets were set on.
+    """
+    import cv2
+
+    from edge_loop.verify import ops_vision
+
+    op = next(o for o in ops_vision.OPS if o.name == 'object_locator')
+    case = op.perf_case()
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        op.deployed(*case.args, **case.kwargs)
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            op.deployed(*case.args, **case.kwargs)
+            times.append(time.perf_counter() - t)
+    finally:
+        cv2.setNumThreads(threads)
+    here = statistics.median(times) * 1e3
+    return max(1.0, here / reference_ms), here
+
+
+def too_slow_to_judge(slowdown: float, max_slowdown: float) -> ItemResult:
+    """Item 1 when the calibrated machine is too slow for its latency to predict the target's."""
+    return not_run(1, f'this machine runs the locator {slowdown:.2f}x slower than the budget '
+                   f'machine (over {max_slowdown}); latency is judged on the target, or on a '
+                   'machine within that factor')

@@ -1,0 +1,110 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Items 5 and 6: the memory budget and the placement of the stages.
+
+Both rest on modules that a deployment may not have (``edge_loop.memory``: the one memory
+budget; ``edge_loop.placement``: where a stage runs). They are imported when the check runs;
+without them the item is NOT RUN with the reason, never PASS.
+
+Required or not: item 5 is required when the deployment declares a memory budget
+(``config/memory.yaml`` or ``--memory-config``); item 6 when a stage in the graph runs on a
+device other than the CPU. A required item that did not run fails the page; one that is not
+required is shown NOT RUN and does not (``--require 5,6`` makes them required anyway).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from edge_loop.check.items import ItemResult, Status, not_run
+
+
+def _import(name: str) -> tuple[Any, str]:
+    try:
+        return importlib.import_module(name), ''
+    except Exception as exc:  # noqa: BLE001 - any failure: the item cannot be measured
+        return None, f'{name} is not importable here ({type(exc).__name__}: {exc})'
+
+
+def memory_item(config: Path | None, required: bool) -> ItemResult:
+    """Item 5: the declared budget fits the pool, with the headroom it leaves."""
+    if config is None or not config.is_file():
+        return not_run(5, 'no memory budget declared (config/memory.yaml)', required=required)
+    mod, why = _import('edge_loop.memory')
+    if mod is None:
+        return not_run(5, why, required=True)
+    measure = getattr(mod, 'check_budget', None)
+    if measure is None:
+        return not_run(5, 'edge_loop.memory has no check_budget(path) to measure the budget '
+                       'with', required=True)
+    try:
+        report = measure(config)
+    except Exception as exc:  # noqa: BLE001 - a refusal is the answer: it does not fit
+        return ItemResult(5, Status.FAIL, f'{type(exc).__name__}: {exc}', 'fits the pool',
+                          fix=f'the memory budget {config} does not fit: {exc}')
+    return _memory_result(report, config)
+
+
+def _memory_result(report: Any, config: Path) -> ItemResult:
+    """From edge_loop.memory's report: pool, reserved, headroom, fits, tenants."""
+    get = report.get if isinstance(report, Mapping) else lambda k, d=None: getattr(report, k, d)
+    pool, reserved = get('pool_bytes'), get('reserved_bytes')
+    headroom, fits = get('headroom_bytes'), bool(get('fits'))
+    tenants = get('tenants') or {}
+    rows = [(f'tenant {name}', _mib(size), '-', '') for name, size in dict(tenants).items()]
+    measured = (f'{_mib(reserved)} reserved of {_mib(pool)} pool, headroom {_mib(headroom)}')
+    rows.append(('total', measured, 'reserved + headroom <= pool', 'yes' if fits else 'NO'))
+    if not fits:
+        return ItemResult(5, Status.FAIL, measured, 'fits the pool', rows=rows,
+                          fix=f'the memory budget in {config} is over the pool: shrink a '
+                          'tenant or give the pool more memory')
+    return ItemResult(5, Status.PASS, measured, 'fits the pool', rows=rows)
+
+
+def _mib(value: Any) -> str:
+    try:
+        return f'{float(value) / 2**20:.0f} MiB'
+    except (TypeError, ValueError):
+        return '?'
+
+
+def placement_item(devices: Mapping[str, str], handoff_ms: Mapping[str, float],
+                   require: bool) -> ItemResult:
+    """Item 6: which stage runs where (from the running nodes), handoff cost per frame.
+
+    ``devices`` maps stage -> its ``device`` parameter ('cpu' where not declared);
+    ``handoff_ms`` stage -> measured handoff per frame for stages off the CPU.
+    """
+    accelerated = {s: d for s, d in devices.items() if d != 'cpu'}
+    required = require or bool(accelerated)
+    mod, why = _import('edge_loop.placement')
+    if mod is None:
+        return not_run(6, why, required=required)
+    rows = []
+    bad = []
+    for stage, spec in devices.items():
+        try:
+            placed = mod.resolve_device(spec).device
+        except Exception as exc:  # noqa: BLE001 - PlacementError and the like
+            rows.append((stage, f'device {spec!r}: {exc}', '-', 'NO'))
+            bad.append(f'{stage}: {exc}')
+            continue
+        if placed == 'cpu':
+            rows.append((stage, 'cpu: reads the shared-memory frame in place, no handoff',
+                         '-', 'yes'))
+        elif stage in handoff_ms:
+            rows.append((stage, f'{placed}: handoff {handoff_ms[stage]:.2f} ms per frame',
+                         '-', 'yes'))
+        else:
+            rows.append((stage, f'{placed}: handoff not measured', 'measured', 'NO'))
+            bad.append(f'{stage} on {placed}: no handoff measurement')
+    where = ', '.join(f'{s} {d}' for s, d in devices.items())
+    if bad:
+        item = not_run(6, '; '.join(bad), required=required)
+        item.rows = rows
+        return item
+    return ItemResult(6, Status.PASS, where, 'every stage placed, handoff known', rows=rows,
+                      required=required)

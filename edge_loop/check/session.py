@@ -1,0 +1,587 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""The live part of ``edge-loop check``: the deployed graph on this host, and what it does.
+
+One bring-up serves every live item: the graph of ``edge-loop up`` (one process per node,
+the lifecycle manager, frames over shared memory) replays a scenario bag in real time (or
+reads the live camera). The session records the stamps of every stage's output as the
+middleware received them (raw samples: only the header stamp is read, so the check costs
+the graph little CPU), the safe stops and ``/diagnostics``, and offers the phases the runner
+calls in turn: a latency window, an injected fault, the lifecycle cycles, the stop.
+
+The iceoryx2 files of the session carry a prefix of their own, so a segment left behind is
+the session's and nobody else's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import struct
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edge_loop import bringup, topics
+from edge_loop.launcher import Graph
+
+FRAME_STAGES = {'object_locator': topics.OBJECTS, 'grasp_planner': topics.GRASP,
+                'occupancy_mapper': topics.OCCUPANCY}
+PREFIX_ENV = 'EDGE_LOOP_IOX2_PREFIX'   # edge_loop/transport/shm.py reads it
+SHM_DIRS = (Path('/dev/shm'), Path('/tmp/iceoryx2'))
+
+
+def _msg_classes() -> dict[str, Any]:
+    from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import PolygonStamped, PoseArray, TwistStamped
+    from nav_msgs.msg import OccupancyGrid
+    from sensor_msgs.msg import CameraInfo
+
+    return {topics.OBJECTS: PoseArray, topics.GRASP: PolygonStamped,
+            topics.OCCUPANCY: OccupancyGrid, topics.ARM_CMD: TwistStamped,
+            topics.CAMERA_INFO: CameraInfo, topics.GRASP_STATE: DiagnosticArray}
+
+
+def header_stamp_of_cdr(data: bytes) -> int:
+    """Header stamp (ns) of a serialized message that starts with a std_msgs/Header."""
+    little = data[1] == 1          # CDR encapsulation: 0x0001 little, 0x0000 big endian
+    sec, nsec = struct.unpack_from('<iI' if little else '>iI', data, 4)
+    return sec * 1_000_000_000 + nsec
+
+
+class StampRecorder:
+    """(stamp ns, receive ns) of every message on a few topics, taken raw by one thread."""
+
+    def __init__(self, context: Any, topic_names: list[str], period_s: float = 0.005) -> None:
+        import rclpy
+        from rclpy.qos import QoSProfile
+
+        classes = _msg_classes()
+        self._node = rclpy.create_node(f'edge_loop_check_recorder_{os.getpid()}',
+                                       context=context, start_parameter_services=False)
+        self._subs = [(t, classes[t], self._node.create_subscription(
+            classes[t], t, lambda _m: None, QoSProfile(depth=500), raw=True))
+            for t in topic_names]
+        self.arrivals: dict[str, list[tuple[int, int]]] = {t: [] for t in topic_names}
+        self._period_s = period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for topic, cls, sub in self._subs:
+                while True:
+                    try:
+                        taken = sub.handle.take_message(cls, True)
+                    except Exception:  # noqa: BLE001 - the context is shutting down
+                        return
+                    if taken is None:
+                        break
+                    data, info = taken
+                    received = info.get('received_timestamp') if isinstance(info, dict) else 0
+                    self.arrivals[topic].append((header_stamp_of_cdr(data),
+                                                 int(received or time.time_ns())))
+            self._stop.wait(self._period_s)
+
+    def count(self, topic: str) -> int:
+        """Messages received on ``topic`` so far."""
+        return len(self.arrivals[topic])
+
+    def first_arrivals(self, topic: str, since_ns: int = 0) -> dict[int, int]:
+        """{stamp: first receive time} of messages received at or after ``since_ns``."""
+        out: dict[int, int] = {}
+        for stamp, received in list(self.arrivals[topic]):
+            if received >= since_ns and stamp not in out:
+                out[stamp] = received
+        return out
+
+    def close(self) -> None:
+        """Stop the thread and destroy the node (idempotent)."""
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        if self._node is not None:
+            self._node.destroy_node()
+            self._node = None
+
+
+@dataclass
+class FaultRecord:
+    """What happened around one injected stage delay (times: system clock ns)."""
+
+    stage: str
+    delay_ms: float
+    monitor_in_graph: bool
+    injected_ns: int = 0
+    stops: list[tuple[int, int, str]] = field(default_factory=list)   # (stamp, received, why)
+    controller_after_fault: str = 'unknown'
+    monitor_detect_p99_ms: float | None = None
+    monitor_detect_max_ms: float | None = None
+    cleared_ns: int = 0
+    reactivated: bool = False
+    reactivate_message: str = ''
+    recovered_ns: int = 0
+    controller_after_recovery: str = 'unknown'
+    commands_after_recovery: int = 0
+    frames_after_recovery: int = 0
+    stops_after_recovery: int = 0
+    fault_window: tuple[int, int] = (0, 0)      # stamps judged as the slowed window
+    note: str = ''
+
+
+@dataclass
+class StepRecord:
+    """One lifecycle step of the whole graph through the manager."""
+
+    step: str
+    ok: bool
+    seconds: float
+    message: str
+    states: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ExitRecord:
+    """How one process ended after the graph was shut down."""
+
+    name: str
+    code: int | None
+    seconds: float
+    signal_needed: str     # 'SIGINT' (clean), 'SIGTERM' or 'SIGKILL' (did not shut down)
+
+
+@dataclass
+class SessionConfig:
+    """What to bring up and where."""
+
+    params_file: Path
+    log_dir: Path
+    bag: Path | None = None
+    live: bool = False
+    domain_id: int | None = None
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict)
+    startup_timeout_s: float = 120.0
+    exit_timeout_s: float = 10.0
+
+
+def shm_entries(prefix: str, *, with_global: bool = False) -> list[str]:
+    """Files under /dev/shm and /tmp/iceoryx2 whose name starts with ``prefix``.
+
+    iceoryx2 keeps one small ``global_mgmt`` file per prefix once any node existed (by
+    design, not per process: docs/transport.md); it is left out unless ``with_global``.
+    """
+    found = []
+    for root in SHM_DIRS:
+        if not root.is_dir():
+            continue
+        for path in root.rglob(f'{prefix}*'):
+            if with_global or not path.name.endswith('global_mgmt'):
+                found.append(str(path))
+    return sorted(found)
+
+
+def remove_global_file(prefix: str) -> None:
+    """Remove the session prefix's iceoryx2 global file (every process of it has exited)."""
+    for name in shm_entries(prefix, with_global=True):
+        if name.endswith('global_mgmt'):
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+
+
+def stop_processes(procs: list[Any], timeout_s: float) -> list[ExitRecord]:
+    """SIGINT each process in turn (the manager first); escalate only for one that hangs.
+
+    ``procs`` have ``name`` and ``proc`` (a Popen). A process that needs more than SIGINT
+    within ``timeout_s`` did not shut down: the record names the signal that ended it.
+    """
+    records = []
+    for p in procs:
+        start = time.monotonic()
+        used = 'SIGINT'
+        for sig, wait in ((signal.SIGINT, timeout_s), (signal.SIGTERM, 3.0),
+                          (signal.SIGKILL, 3.0)):
+            if p.proc.poll() is not None:
+                break
+            used = sig.name
+            try:
+                os.killpg(p.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                p.proc.send_signal(sig)
+            try:
+                p.proc.wait(wait)
+            except subprocess.TimeoutExpired:
+                continue
+        records.append(ExitRecord(p.name, p.proc.poll(), time.monotonic() - start, used))
+        log = getattr(p, '_log', None)
+        if log is not None:
+            log.close()
+    return records
+
+
+class CheckSession:
+    """The deployed graph up on this host, with the recorders the items read."""
+
+    def __init__(self, cfg: SessionConfig) -> None:
+        self.cfg = cfg
+        self.prefix = f'elchk{os.getpid()}_{int(time.time()) % 100000}_'
+        self.env = dict(os.environ)
+        self.env[PREFIX_ENV] = self.prefix
+        self.env.setdefault('PYTHONUNBUFFERED', '1')
+        if cfg.domain_id is not None:
+            self.env['ROS_DOMAIN_ID'] = str(cfg.domain_id)
+        self.domain_id = int(self.env.get('ROS_DOMAIN_ID', '0') or 0)
+        extra = {k: dict(v) for k, v in cfg.extra.items()}
+        # The copy audit is on (as in the demo and the replay regression): item 3.
+        for stage in FRAME_STAGES:
+            extra.setdefault(stage, {}).setdefault('copy_audit', True)
+        if cfg.live:
+            self.nodes = bringup.graph('driver', transport='shm', use_sim_time=False,
+                                       extra=extra)
+        else:
+            extra.setdefault('bag_player', {}).update({
+                'mode': 'timed', 'restamp': True, 'loop': True,
+                'wait_topics': [topics.CAMERA_INFO], 'start_delay_s': 1.0})
+            self.nodes = bringup.graph('bag', bag=str(cfg.bag), transport='shm', extra=extra)
+        self.names = bringup.managed_node_names(self.nodes)
+        self.graph = Graph(self.nodes, cfg.params_file, cfg.log_dir, env=self.env)
+        self.harness: Any = None
+        self._clients: dict[str, Any] = {}
+        self.recorder: StampRecorder | None = None
+        self.stops: list[tuple[int, int, str]] = []
+        self.diagnostics: list[Any] = []
+        self.shm_before = shm_entries(self.prefix)
+        self.started_s = 0.0
+        self._stopped = False
+
+    @property
+    def monitor_in_graph(self) -> bool:
+        """The deadline monitor is one of the graph's nodes."""
+        return 'deadline_monitor' in self.names
+
+    # --- bring-up -------------------------------------------------------------------------
+    def start(self) -> float:
+        """Start every process and wait until the manager has them all active (seconds)."""
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.qos import QoSProfile
+        from std_msgs.msg import Header
+
+        from edge_loop.testing import RosHarness
+
+        t0 = time.monotonic()
+        self.harness = RosHarness(self.domain_id, name=f'edge_loop_check_{os.getpid()}')
+        self.recorder = StampRecorder(self.harness.context, [
+            topics.CAMERA_INFO, topics.ARM_CMD, topics.GRASP_STATE, *FRAME_STAGES.values()])
+        probe = self.harness.receive_probe(Header, topics.SAFE_STOP, QoSProfile(depth=1000))
+        self._stop_probe = probe
+        self.harness.subscribe(DiagnosticArray, topics.DIAGNOSTICS, self.diagnostics.append,
+                               QoSProfile(depth=100))
+        self.graph.start()
+        self.graph.wait_active(self.cfg.startup_timeout_s)
+        self.started_s = time.monotonic() - t0
+        return self.started_s
+
+    def safe_stops(self, since_ns: int = 0) -> list[tuple[int, int, str]]:
+        """(stamp, receive ns, reason) of the safe stops received at or after ``since_ns``."""
+        out = []
+        for msg, received in list(self._stop_probe.samples):
+            stamp = msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec
+            if received >= since_ns:
+                out.append((stamp, received, msg.frame_id))
+        return out
+
+    def wait(self, predicate: Any, timeout: float, what: str) -> bool:
+        """Poll ``predicate`` (False on timeout, never raises); dead processes end the wait."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            if self.graph.dead():
+                raise RuntimeError(f'node process(es) exited while waiting for {what}: '
+                                   f'{self.graph.dead()}')
+            time.sleep(0.02)
+        return False
+
+    # --- item 1: a latency window ---------------------------------------------------------
+    def latency_window(self, warmup_commands: int, frames: int, timeout_s: float
+                       ) -> tuple[dict[str, dict[int, int]], dict[int, int], list[int],
+                                  list[float]]:
+        """Wait for ``warmup_commands``, then record ``frames`` camera frames.
+
+        Returns (arrivals per frame stage, first command per stamp, the window's camera
+        stamps, grasp_state latencies in ms).
+        """
+        rec = self.recorder
+        assert rec is not None
+        if not self.wait(lambda: rec.count(topics.ARM_CMD) >= warmup_commands, timeout_s,
+                         f'{warmup_commands} warm-up commands'):
+            raise RuntimeError(f'only {rec.count(topics.ARM_CMD)} commands in {timeout_s:.0f}'
+                               f' s of warm-up (the controller is not answering frames)')
+        start_ns = time.time_ns()
+        first = rec.count(topics.CAMERA_INFO)
+        self.wait(lambda: rec.count(topics.CAMERA_INFO) >= first + frames, timeout_s,
+                  f'{frames} camera frames')
+        end_ns = time.time_ns()
+        time.sleep(0.5)      # the last frames' outputs are still on their way
+        return self._window(start_ns, end_ns)
+
+    def _window(self, start_ns: int, end_ns: int) -> tuple[dict[str, dict[int, int]],
+                                                           dict[int, int], list[int],
+                                                           list[float]]:
+        rec = self.recorder
+        assert rec is not None
+        stamps = sorted(s for s in rec.first_arrivals(topics.CAMERA_INFO, start_ns)
+                        if start_ns <= s <= end_ns)
+        arrivals = {stage: rec.first_arrivals(topic, start_ns)
+                    for stage, topic in FRAME_STAGES.items()
+                    if any(n.name == stage for n in self.nodes)}
+        commands = rec.first_arrivals(topics.ARM_CMD, start_ns)
+        sampled = [(r - s) / 1e6 for s, r in list(rec.arrivals[topics.GRASP_STATE])
+                   if start_ns <= s <= end_ns]
+        return arrivals, commands, stamps, sampled
+
+    # --- item 2: an injected fault --------------------------------------------------------
+    def set_parameter(self, node: str, name: str, value: float, timeout: float = 5.0) -> str:
+        """Set a double parameter on a running node; '' on success, else the reason."""
+        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+        from rcl_interfaces.srv import SetParameters
+
+        client = self.harness.node.create_client(SetParameters, f'/{node}/set_parameters')
+        try:
+            if not client.wait_for_service(timeout_sec=timeout):
+                return f'{node}/set_parameters not available'
+            req = SetParameters.Request()
+            req.parameters = [Parameter(name=name, value=ParameterValue(
+                type=ParameterType.PARAMETER_DOUBLE, double_value=float(value)))]
+            future = client.call_async(req)
+            if not self.wait(future.done, timeout, f'{node}/set_parameters'):
+                return f'{node}/set_parameters timed out'
+            result = future.result().results[0]
+            return '' if result.successful else (result.reason or 'refused')
+        finally:
+            self.harness.node.destroy_client(client)
+
+    def get_parameters(self, node: str, names: list[str], timeout: float = 5.0
+                       ) -> dict[str, Any]:
+        """Values of ``names`` on a running node (missing: not declared there)."""
+        from rcl_interfaces.srv import GetParameters
+
+        client = self.harness.node.create_client(GetParameters, f'/{node}/get_parameters')
+        try:
+            if not client.wait_for_service(timeout_sec=timeout):
+                return {}
+            future = client.call_async(GetParameters.Request(names=names))
+            if not self.wait(future.done, timeout, f'{node}/get_parameters'):
+                return {}
+            return {n: v for n, v in zip(names, map(_param_value, future.result().values))
+                    if v is not None}
+        finally:
+            self.harness.node.destroy_client(client)
+
+    def trigger(self, service: str, timeout: float) -> tuple[bool, str]:
+        """Call a std_srvs/Trigger service; (success, message)."""
+        from std_srvs.srv import Trigger
+
+        client = self.harness.node.create_client(Trigger, service)
+        try:
+            if not client.wait_for_service(timeout_sec=min(timeout, 5.0)):
+                return False, f'{service} not available'
+            future = client.call_async(Trigger.Request())
+            if not self.wait(future.done, timeout, service):
+                return False, f'{service} timed out after {timeout:.0f} s'
+            res = future.result()
+            return bool(res.success), str(res.message)
+        finally:
+            self.harness.node.destroy_client(client)
+
+    def node_state(self, name: str, want: str | None = None, settle_s: float = 3.0) -> str:
+        """Lifecycle state of ``name`` ('unreachable' when it does not answer).
+
+        With ``want``, asks again for up to ``settle_s`` while the answer differs (a reply
+        can describe the state just before a transition the manager already confirmed).
+        """
+        from edge_loop.lifecycle_client import LifecycleError
+
+        if name not in self._clients:
+            self._clients[name] = self.harness.lifecycle(name)
+        client = self._clients[name]
+        deadline = time.monotonic() + settle_s
+        while True:
+            try:
+                state = client.get_state(timeout=5.0)
+            except LifecycleError:
+                state = 'unreachable'
+            if want is None or state == want or time.monotonic() > deadline:
+                return state
+            time.sleep(0.1)
+
+    def monitor_loop_values(self) -> dict[str, str]:
+        """The deadline monitor's newest loop status values ({} before the first)."""
+        from edge_loop.testing import monitor_loop_status
+
+        return monitor_loop_status(self.diagnostics)[1]
+
+    def inject_delay(self, stage: str, delay_ms: float, budget_ms: float, misses: int,
+                     recover_frames: int, timeout_s: float = 20.0) -> FaultRecord:
+        """Slow ``stage`` by ``delay_ms`` a frame, wait for the safe state, clear, recover."""
+        rec = FaultRecord(stage, delay_ms, self.monitor_in_graph)
+        controller = 'pick_controller'
+        if self.monitor_in_graph:   # a fault before the monitor enforces would not count
+            self.wait(lambda: self.monitor_loop_values().get('enforcing') == 'yes', timeout_s,
+                      'the monitor enforcing')
+        rec.injected_ns = time.time_ns()
+        why = self.set_parameter(stage, 'debug_delay_ms', delay_ms)
+        if why:
+            rec.note = f'could not slow {stage}: {why}'
+            return rec
+
+        def missed() -> list:
+            return [s for s in self.safe_stops(rec.injected_ns) if s[2] == 'deadline_miss']
+        self.wait(lambda: len(missed()) >= misses and self.node_state(controller) != 'active',
+                  timeout_s, 'the safe state')
+        time.sleep(0.3)     # stops still in flight
+        rec.stops = self.safe_stops(rec.injected_ns)
+        rec.controller_after_fault = self.node_state(controller)
+        rec.fault_window = (rec.injected_ns + int(budget_ms * 2e6), time.time_ns())
+        values = self.monitor_loop_values()
+        rec.monitor_detect_p99_ms = _float(values.get('detect_delay_p99_ms'))
+        rec.monitor_detect_max_ms = _float(values.get('detect_delay_max_ms'))
+        why = self.set_parameter(stage, 'debug_delay_ms', 0.0)
+        rec.cleared_ns = time.time_ns()
+        if why:
+            rec.note = f'could not clear the delay of {stage}: {why}'
+            return rec
+        if not self.monitor_in_graph:
+            return rec
+        # The documented recovery: the loop healthy again, then the monitor's ~/reactivate.
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            ok, msg = self.trigger('/deadline_monitor/reactivate', 10.0)
+            rec.reactivate_message = msg
+            if ok:
+                rec.reactivated = True
+                break
+            time.sleep(0.25)
+        rec.recovered_ns = time.time_ns()
+        cam = self.recorder.count(topics.CAMERA_INFO)
+        self.wait(lambda: self.recorder.count(topics.CAMERA_INFO) >= cam + recover_frames,
+                  timeout_s, 'frames after recovery')
+        time.sleep(0.3)
+        end = time.time_ns()
+        # Commands answering frames after the controller came back (stops are commands too).
+        stop_stamps = {s for s, _, _ in self.safe_stops(rec.recovered_ns)}
+        cmds = self.recorder.first_arrivals(topics.ARM_CMD, rec.recovered_ns)
+        frames = [s for s in self.recorder.first_arrivals(topics.CAMERA_INFO, rec.recovered_ns)
+                  if s <= end]
+        rec.frames_after_recovery = len(frames)
+        rec.commands_after_recovery = sum(1 for s in frames if s in cmds and
+                                          s not in stop_stamps)
+        rec.stops_after_recovery = sum(1 for _, _, why in self.safe_stops(rec.recovered_ns)
+                                       if why == 'deadline_miss')
+        rec.controller_after_recovery = self.node_state(controller, 'active')
+        return rec
+
+    def set_monitor_active(self, active: bool) -> str:
+        """Deactivate or activate the deadline monitor behind the manager's back (tests)."""
+        from edge_loop.lifecycle_client import LifecycleError
+
+        client = self.harness.lifecycle('deadline_monitor')
+        try:
+            client.transition('activate' if active else 'deactivate', 10.0)
+            return ''
+        except LifecycleError as exc:
+            return str(exc)
+        finally:
+            client.destroy()
+
+    # --- item 3 ---------------------------------------------------------------------------
+    def copies_per_frame(self) -> dict[str, tuple[float, int]]:
+        """{stage: (copies per frame, audited frames)} from the stages' newest diagnostics."""
+        out: dict[str, tuple[float, int]] = {}
+        for msg in list(self.diagnostics):
+            for status in msg.status:
+                stage = status.name.removesuffix(': input')
+                values = {kv.key: kv.value for kv in status.values}
+                if stage in FRAME_STAGES and 'copies_per_frame' in values:
+                    out[stage] = (float(values['copies_per_frame']),
+                                  int(values.get('audited_frames', 0)))
+        return out
+
+    # --- item 7 ---------------------------------------------------------------------------
+    def lifecycle_cycles(self, cycles: int, timeout_s: float = 90.0) -> list[StepRecord]:
+        """``reset`` + ``startup`` through the manager ``cycles`` times, then ``shutdown``.
+
+        Each step's resulting state of every node is read back from the node itself.
+        """
+        steps: list[StepRecord] = []
+        plan = [('reset', 'unconfigured'), ('startup', 'active')] * cycles
+        plan.append(('shutdown', 'finalized'))
+        for step, want in plan:
+            t = time.monotonic()
+            ok, message = self.trigger(f'/lifecycle_manager/{step}', timeout_s)
+            seconds = time.monotonic() - t
+            states = {n: self.node_state(n, want) for n in self.names}
+            ok = ok and all(s == want for s in states.values())
+            steps.append(StepRecord(step, ok, seconds, message, states))
+            if not ok:
+                break
+        return steps
+
+    def stop(self) -> list[ExitRecord]:
+        """Stop every process (the manager first) and close this process's ROS side."""
+        if self._stopped:
+            return []
+        self._stopped = True
+        procs = list(self.graph.procs)
+        records = stop_processes(procs[-1:] + procs[:-1][::-1], self.cfg.exit_timeout_s)
+        self.close()
+        return records
+
+    def close(self) -> None:
+        """Close the recorders and the harness (idempotent); processes are stop()'s job."""
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+        for client in self._clients.values():
+            client.destroy()
+        self._clients = {}
+        if self.harness is not None:
+            self.harness.close()
+            self.harness = None
+
+    def kill_all(self) -> None:
+        """After an error: stop whatever still runs (Graph.stop escalates by itself)."""
+        if not self._stopped:
+            self._stopped = True
+            self.graph.stop()
+        self.close()
+
+    def process_pids(self) -> dict[str, int]:
+        """{node name: pid} of the running node processes."""
+        return {p.name: p.pid for p in self.graph.procs if p.alive()}
+
+    def node_log(self, name: str) -> str:
+        """What node ``name`` has logged so far ('' when there is no such process)."""
+        for p in self.graph.procs:
+            if p.name == name:
+                return p.log_path.read_text(errors='replace') if p.log_path.exists() else ''
+        return ''
+
+
+def _param_value(v: Any) -> Any:
+    """rcl_interfaces/ParameterValue -> Python (None when not set)."""
+    kind = v.type
+    return {1: lambda: v.bool_value, 2: lambda: v.integer_value, 3: lambda: v.double_value,
+            4: lambda: v.string_value, 6: lambda: list(v.bool_array_value),
+            7: lambda: list(v.integer_array_value), 8: lambda: list(v.double_array_value),
+            9: lambda: list(v.string_array_value)}.get(kind, lambda: None)()
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text not in (None, '', 'nan', '-') else None
+    except ValueError:
+        return None
