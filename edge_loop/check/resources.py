@@ -33,34 +33,37 @@ def memory_item(config: Path | None, required: bool) -> ItemResult:
     """Item 5: the declared budget fits the pool, with the headroom it leaves."""
     if config is None or not config.is_file():
         return not_run(5, 'no memory budget declared (config/memory.yaml)', required=required)
-    mod, why = _import('edge_loop.memory')
+    mod, why = _import('edge_loop.memory.budget')
     if mod is None:
         return not_run(5, why, required=True)
-    measure = getattr(mod, 'check_budget', None)
-    if measure is None:
-        return not_run(5, 'edge_loop.memory has no check_budget(path) to measure the budget '
-                       'with', required=True)
+    load = getattr(mod, 'load_budget', None)
+    if load is None:
+        return not_run(5, 'edge_loop.memory.budget has no load_budget(path)', required=True)
     try:
-        report = measure(config)
-    except Exception as exc:  # noqa: BLE001 - a refusal is the answer: it does not fit
+        budget = load(config)
+    except Exception as exc:  # noqa: BLE001 - an unreadable budget cannot be judged
         return ItemResult(5, Status.FAIL, f'{type(exc).__name__}: {exc}', 'fits the pool',
-                          fix=f'the memory budget {config} does not fit: {exc}')
-    return _memory_result(report, config)
+                          fix=f'the memory budget {config} cannot be read: {exc}')
+    return memory_result(budget, config)
 
 
-def _memory_result(report: Any, config: Path) -> ItemResult:
-    """From edge_loop.memory's report: pool, reserved, headroom, fits, tenants."""
-    get = report.get if isinstance(report, Mapping) else lambda k, d=None: getattr(report, k, d)
-    pool, reserved = get('pool_bytes'), get('reserved_bytes')
-    headroom, fits = get('headroom_bytes'), bool(get('fits'))
-    tenants = get('tenants') or {}
-    rows = [(f'tenant {name}', _mib(size), '-', '') for name, size in dict(tenants).items()]
-    measured = (f'{_mib(reserved)} reserved of {_mib(pool)} pool, headroom {_mib(headroom)}')
-    rows.append(('total', measured, 'reserved + headroom <= pool', 'yes' if fits else 'NO'))
+def memory_result(budget: Any, config: Path) -> ItemResult:
+    """Item 5 from an edge_loop.memory MemoryBudget: reservations against the pool."""
+    pool, reserved = budget.pool_bytes, budget.reserved
+    rows = [(f'{t.name} ({t.kind})', _mib(t.nbytes), '-', '')
+            for t in sorted(budget.tenants, key=lambda t: -t.nbytes)]
+    over = budget.over_reservation()
+    rows += [(f'{name} measured', f'{_mib(extra)} over its reservation', '0', 'NO')
+             for name, extra in over.items()]
+    fits = budget.fits()
+    measured = (f'{_mib(reserved)} reserved of pool {budget.pool_name} {_mib(pool)}, '
+                f'headroom {_mib(pool - reserved)}')
+    rows.append(('total', measured, 'reservations <= pool', 'yes' if fits else 'NO'))
     if not fits:
         return ItemResult(5, Status.FAIL, measured, 'fits the pool', rows=rows,
-                          fix=f'the memory budget in {config} is over the pool: shrink a '
-                          'tenant or give the pool more memory')
+                          fix=f'the memory budget in {config} is over pool {budget.pool_name} '
+                          f'by {_mib(reserved - pool)}: shrink a tenant (decoder format, '
+                          'context) or choose a larger pool')
     return ItemResult(5, Status.PASS, measured, 'fits the pool', rows=rows)
 
 

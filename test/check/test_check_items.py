@@ -1,0 +1,220 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""edge-loop check without a graph: the judges, injected problems, the page.
+
+The injected problems here are the ones whose measurement is a pure function of inputs that
+can be produced for real without the graph: a stale verification pin (a record whose hash no
+longer matches the source), an over-budget memory configuration (edge_loop.memory reads it),
+a process that does not shut down and a shared-memory segment left behind (real processes,
+real iceoryx2 files). test_check_live.py runs the check on the deployed graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from edge_loop.check import latency, lifecycle, resources, verification
+from edge_loop.check.items import ItemResult, Status, failing, not_run, page_passes
+from edge_loop.check.page import PageHeader, text_table, write_page
+from edge_loop.check.session import ExitRecord, StepRecord, shm_entries, stop_processes
+from edge_loop.cli import build_parser
+from edge_loop.paths import config_path
+
+BUDGETS = latency.Budgets({'object_locator': 30.0, 'grasp_planner': 30.0,
+                           'pick_controller': 10.0}, 66.0)
+
+
+def _samples(rng, grasp_ms: float = 12.0, frames: int = 150) -> latency.LatencySamples:
+    base = rng.uniform(5.0, 15.0, frames)
+    return latency.LatencySamples(
+        stages={'object_locator': list(base), 'grasp_planner': list(base + grasp_ms),
+                'pick_controller': list(rng.uniform(1.0, 3.0, frames))},
+        end_to_end=list(base + grasp_ms + 3.0), expected_frames=frames)
+
+
+def test_latency_within_budget_passes_and_counts_frames():
+    import numpy as np
+
+    item = latency.judge_latency(_samples(np.random.default_rng(331)), BUDGETS)
+    assert item.status is Status.PASS
+    assert 'over 150 frames' in item.measured
+    assert all('150 frames' in row[1] for row in item.rows)
+
+
+def test_latency_over_budget_fails_naming_the_stage():
+    import numpy as np
+
+    item = latency.judge_latency(_samples(np.random.default_rng(332), grasp_ms=60.0), BUDGETS)
+    assert item.status is Status.FAIL
+    assert item.fix.startswith('grasp_planner p99')
+    assert 'end-to-end p99' in item.fix
+
+
+def test_latency_calibrated_budget_is_scaled_and_said():
+    import numpy as np
+
+    slow = _samples(np.random.default_rng(333), grasp_ms=40.0)
+    assert latency.judge_latency(slow, BUDGETS).status is Status.FAIL
+    item = latency.judge_latency(slow, BUDGETS, scale=2.0, calibrated=True)
+    assert item.status is Status.PASS
+    assert 'x2.00, calibrated' in item.measured
+
+
+def test_latency_with_too_few_answered_frames_fails():
+    import numpy as np
+
+    s = _samples(np.random.default_rng(334))
+    s.end_to_end = s.end_to_end[:40]
+    item = latency.judge_latency(s, BUDGETS)
+    assert item.status is Status.FAIL and 'end-to-end: 40 of 150 frames answered' in item.fix
+
+
+def test_latency_samples_from_arrivals_take_the_controllers_own_share():
+    stamps = [1_000_000_000, 1_066_000_000]
+    arrivals = {'object_locator': {stamps[0]: stamps[0] + 10_000_000},
+                'grasp_planner': {stamps[0]: stamps[0] + 20_000_000,
+                                  stamps[1]: stamps[1] + 25_000_000}}
+    commands = {stamps[0]: stamps[0] + 23_000_000, stamps[1]: stamps[1] + 30_000_000}
+    s = latency.LatencySamples.from_arrivals(arrivals, commands, 'pick_controller', stamps)
+    assert s.stages['object_locator'] == [10.0]
+    assert s.stages['grasp_planner'] == [20.0, 25.0]
+    assert s.stages['pick_controller'] == [3.0, 5.0]
+    assert s.end_to_end == [23.0, 30.0]
+
+
+def test_stale_verification_pin_fails_item_4(tmp_path):
+    record = json.loads(config_path('verified.json').read_text())
+    op = next(iter(record['ops']))
+    files = record['ops'][op]['files']
+    first = next(iter(files))
+    files[first] = '0' * 64            # the source changed since the verified run
+    path = tmp_path / 'verified.json'
+    path.write_text(json.dumps(record))
+    problems = verification.pin_problems([op], path)
+    assert op in problems and 'does not match' in problems[op]
+    log = f'[INFO] [1.0] [object_locator]: deployment gate: {op} verified\n'
+    item = verification.judge_verification(['object_locator'], {'object_locator': True},
+                                           {'object_locator': log}, problems)
+    assert item.status is Status.FAIL
+    assert item.fix.startswith(f'{op}: ') and 'make verify' in item.fix
+
+
+def test_verification_needs_the_gate_on_and_passed():
+    item = verification.judge_verification(
+        ['object_locator', 'occupancy_mapper'],
+        {'object_locator': False, 'occupancy_mapper': True},
+        {'occupancy_mapper': '[INFO] [1.0] [occupancy_mapper]: configured\n'}, {})
+    assert item.status is Status.FAIL
+    assert 'object_locator runs with require_verified false' in item.fix
+    assert [r[3] for r in item.rows] == ['NO', 'NO']
+    assert verification.logged_ops('x: deployment gate: a, b.c verified\n') == ('a', 'b.c')
+
+
+def test_over_budget_memory_configuration_fails_item_5(tmp_path):
+    config = tmp_path / 'memory.yaml'
+    config.write_text('pools: {soc_8g: 8 GiB}\npool: soc_8g\ntenants:\n'
+                      '  frame_ring: {kind: workspace, size: 64 MiB}\n'
+                      '  reasoner: {kind: decoder, preset: llama2_7b, format: fp16, '
+                      'context: 1024, activations: 256 MiB}\n')
+    item = resources.memory_item(config, required=True)
+    assert item.status is Status.FAIL and item.required
+    assert 'over pool soc_8g' in item.fix
+    fits = tmp_path / 'fits.yaml'
+    fits.write_text(config.read_text().replace('fp16', 'int4'))
+    assert resources.memory_item(fits, required=True).status is Status.PASS
+
+
+def test_memory_and_placement_without_their_inputs_are_not_run_never_pass(tmp_path):
+    item = resources.memory_item(tmp_path / 'none.yaml', required=False)
+    assert item.status is Status.NOT_RUN and not item.blocks
+    required = resources.memory_item(tmp_path / 'none.yaml', required=True)
+    assert required.status is Status.NOT_RUN and required.blocks
+    placed = resources.placement_item({'occupancy_mapper': 'cuda'}, {}, require=False)
+    assert placed.status is not Status.PASS and placed.required and placed.blocks
+
+
+@pytest.fixture
+def iox_prefix(monkeypatch):
+    """A private iceoryx2 file prefix for this test; whatever it leaves is removed."""
+    prefix = f'elct{os.getpid() % 100000}_'
+    monkeypatch.setenv('EDGE_LOOP_IOX2_PREFIX', prefix)
+    yield prefix
+    for name in shm_entries(prefix, with_global=True):
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
+def test_leftover_shared_memory_segment_fails_item_7(iox_prefix):
+    # A frame producer that is killed never closes its channel: its segments stay.
+    code = ('import os, signal\nfrom edge_loop.transport.shm import ShmPublisher\n'
+            "ShmPublisher('edge_loop/check_leak', 64, 48)\n"
+            'os.kill(os.getpid(), signal.SIGKILL)\n')
+    before = shm_entries(iox_prefix)
+    subprocess.run([sys.executable, '-c', code], env=dict(os.environ), timeout=60)
+    left = [p for p in shm_entries(iox_prefix) if p not in before]
+    assert left, 'the killed producer left no iceoryx2 file (nothing to detect)'
+    item = lifecycle.judge_lifecycle(_clean_steps(), 1, [], left, 10.0)
+    assert item.status is Status.FAIL
+    assert 'shared-memory file(s) left behind' in item.fix
+
+
+def _clean_steps() -> list[StepRecord]:
+    return [StepRecord('reset', True, 0.5, 'ok', {'a': 'unconfigured'}),
+            StepRecord('startup', True, 0.5, 'ok', {'a': 'active'}),
+            StepRecord('shutdown', True, 0.5, 'ok', {'a': 'finalized'})]
+
+
+class _Proc:
+    def __init__(self, name: str, code: str) -> None:
+        self.name = name
+        self.proc = subprocess.Popen([sys.executable, '-c', code], start_new_session=True)
+
+
+def test_a_node_that_does_not_shut_down_fails_item_7():
+    stubborn = _Proc('stubborn_node', 'import signal, time\n'
+                     'signal.signal(signal.SIGINT, signal.SIG_IGN)\nprint("up", flush=True)\n'
+                     'time.sleep(60)\n')
+    polite = _Proc('polite_node', 'import time\ntry:\n    time.sleep(60)\n'
+                   'except KeyboardInterrupt:\n    pass\n')
+    time.sleep(0.5)   # both have installed their handlers
+    exits = stop_processes([polite, stubborn], timeout_s=1.0)
+    assert [e.signal_needed for e in exits] == ['SIGINT', 'SIGTERM']
+    item = lifecycle.judge_lifecycle(_clean_steps(), 1, exits, [], 1.0)
+    assert item.status is Status.FAIL
+    assert item.fix.startswith('stubborn_node did not shut down on SIGINT')
+
+
+def test_lifecycle_clean_run_passes_and_a_failed_step_fails():
+    exits = [ExitRecord('a', 0, 0.2, 'SIGINT')]
+    assert lifecycle.judge_lifecycle(_clean_steps(), 1, exits, [], 10.0).status is Status.PASS
+    steps = _clean_steps()[:1] + [StepRecord('startup', False, 20.0, 'aborted',
+                                             {'a': 'unconfigured'})]
+    item = lifecycle.judge_lifecycle(steps, 1, exits, [], 10.0)
+    assert item.status is Status.FAIL and item.fix.startswith('startup failed')
+
+
+def test_a_required_item_not_run_fails_the_page(tmp_path):
+    items = [ItemResult(1, Status.PASS, 'ok', '-'), not_run(5, 'no module', required=False)]
+    assert page_passes(items)
+    items.append(not_run(6, 'placement module missing'))
+    assert not page_passes(items) and [i.number for i in failing(items)] == [6]
+    header = PageHeader('host', 'now', 'quick', 'bag', 'abc', calibration='budgets x2.00')
+    text = text_table(items, header)
+    assert text.splitlines()[0].startswith('CALIBRATED, NOT THE TARGET: budgets x2.00')
+    assert text.splitlines()[-1].startswith('FAIL: item 6 (placement) NOT RUN')
+    files = write_page(items, header, tmp_path)
+    md = files['markdown'].read_text()
+    assert '**CALIBRATED, NOT THE TARGET' in md and '| 6 | placement | NOT RUN |' in md
+    assert 'NOT RUN' in files['html'].read_text()
+
+
+def test_cli_knows_check():
+    args = build_parser().parse_args(['check', '--quick', '--calibrate', '--require', '5,6'])
+    assert args.command == 'check' and args.quick and args.calibrate and args.require == '5,6'
