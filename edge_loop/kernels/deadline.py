@@ -429,6 +429,50 @@ class StampOrder:
         self._held.clear()
 
 
+class ReceiveLatency:
+    """Latency of a sensor-rate stage on one clock: output receive time - input receive time.
+
+    A stage on the gripper's clock (grasp_state) stamps its output with its input's stamp. Its
+    latency cannot be "receive time - stamp": the stamp is on the gripper's clock (simulated
+    time at 240 Hz, or a driver's clock) and the monitor's time on another (the last /clock
+    tick, 60 Hz, or this host's system clock), so that difference was negative by up to a
+    /clock period in simulation. Here both ends are receive times of this process (the DDS
+    receive stamps, one system clock), paired by the stamp the output shares with its input:
+    the stage's processing plus one delivery.
+    """
+
+    def __init__(self, memory: int = 64) -> None:
+        self._inputs: dict[int, int] = {}
+        self._outputs: dict[int, int] = {}
+        self._memory = memory
+
+    def _keep(self, table: dict[int, int], stamp_ns: int, received_ns: int) -> None:
+        table[stamp_ns] = received_ns
+        while len(table) > self._memory:
+            del table[next(iter(table))]
+
+    def input(self, stamp_ns: int, received_ns: int) -> int | None:
+        """An input sample arrived; the latency when its output was already seen."""
+        out = self._outputs.pop(stamp_ns, None)
+        if out is not None:
+            return out - received_ns
+        self._keep(self._inputs, stamp_ns, received_ns)
+        return None
+
+    def output(self, stamp_ns: int, received_ns: int) -> int | None:
+        """An output arrived; its latency when the input of the same stamp was seen."""
+        start = self._inputs.pop(stamp_ns, None)
+        if start is not None:
+            return received_ns - start
+        self._keep(self._outputs, stamp_ns, received_ns)
+        return None
+
+    def clear(self) -> None:
+        """Forget every sample."""
+        self._inputs.clear()
+        self._outputs.clear()
+
+
 class Level(Enum):
     """Loop health as reported on /diagnostics."""
 

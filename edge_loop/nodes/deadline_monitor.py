@@ -69,6 +69,7 @@ from edge_loop.kernels.deadline import (
     LatencyWindow,
     Level,
     MonotonicMap,
+    ReceiveLatency,
     StallWatch,
     StampOrder,
     frame_report,
@@ -456,6 +457,8 @@ class DeadlineMonitor(StageNode):
                  if self.resolve_topic_name(topic) == self.resolve_topic_name(
                      p['command_topic'])), None)
             self._e2e = LatencyWindow(p['window'])
+            # sampled stages: joint-states receive -> output receive, one clock (ReceiveLatency)
+            self._sampled_latency = ReceiveLatency()
             self._missed: dict[int, tuple[int, int]] = {}   # frame -> (miss wall ns, tick source)
             self._tick_source = 0
             self._settled = 0          # commands taken in _settle that arrived after their tick
@@ -639,7 +642,8 @@ class DeadlineMonitor(StageNode):
                         late = (item.entry.command and item.stamp in self._missed and
                                 item.stamp not in self._own_stops)
                         self._on_message(item.entry, item.stamp, self._sim_now_ns
-                                         if self._sim_time else item.received, item.data)
+                                         if self._sim_time else item.received, item.data,
+                                         item.received)
                         if late:
                             self._report_late(item)
                 if self._sim_time:
@@ -767,6 +771,11 @@ class DeadlineMonitor(StageNode):
         if taken is None or not self._active:
             return
         last, last_info = taken
+        with contextlib.suppress(ValueError):
+            latency = self._sampled_latency.input(header_stamp_ns(last),
+                                                  self._received_wall_ns(last_info))
+            if latency is not None:
+                self._sampled_stage_latency(latency)
         seq = last_info.get('publication_sequence_number') if isinstance(last_info, dict) \
             else None
         count = 1
@@ -800,12 +809,13 @@ class DeadlineMonitor(StageNode):
             self._joint_raw = None
         return self._opening_m
 
-    def _on_message(self, entry: _Input, stamp: int, now: int, data: bytes) -> None:
+    def _on_message(self, entry: _Input, stamp: int, now: int, data: bytes,
+                    received: int | None = None) -> None:
         if entry.camera:
             self._on_camera(stamp, now)
             return
         for stage in entry.stages:
-            self._on_stage(stage, stamp, now)
+            self._on_stage(stage, stamp, now, received)
         if entry.gripper_command and stamp not in self._own_holds:
             self._force_raw = data    # deserialized only when a hold needs the force
         if entry.command:
@@ -831,21 +841,36 @@ class DeadlineMonitor(StageNode):
             self._miss(frame.stamp_ns, 'deadline_miss', frame.deadline_ns, now,
                        self._frame_detail(frame))
 
-    def _on_stage(self, stage: str, stamp: int, now: int) -> None:
+    def _sampled_stage_latency(self, latency: int) -> None:
+        for stage in self.params['sampled_stages']:
+            stats = self._stages.get(stage)
+            if stats is not None:
+                stats.latency.add(latency)
+                if latency > stats.budget_ns:
+                    stats.over_budget += 1
+
+    def _on_stage(self, stage: str, stamp: int, now: int, received: int | None = None) -> None:
         stats = self._stages[stage]
         stats.last_ns = now
         if stage == self._command_stage:
             return   # its own time is measured when the command closes the frame
+        if stage in self.params['sampled_stages']:
+            # On the gripper's clock: timed from its joint-states input, both receive times
+            # on this host's clock (now - stamp mixed two clocks and went negative).
+            # It is no part of any frame either, even when its sensor stamp equals a camera
+            # stamp (in simulation every 16th does): else a frame would wait for it, and with
+            # the controller off no frame would be healthy.
+            if received is not None:
+                latency = self._sampled_latency.output(stamp, received)
+                if latency is not None:
+                    self._sampled_stage_latency(latency)
+            return
         latency = now - stamp
         stats.latency.add(latency)
         if latency > stats.budget_ns:
             stats.over_budget += 1
-        # A sampled stage (grasp_state, on the gripper clock) is no part of any frame, even
-        # when its sensor stamp equals a camera stamp (in simulation every 16th does): else a
-        # frame would wait for it, and with the controller off no frame would be healthy.
-        if stage not in self.params['sampled_stages'] and \
-                self._tracker.last_stamp_ns is not None and stamp >= (
-                    self._tracker.last_stamp_ns - 4 * self._budget_ns):
+        if self._tracker.last_stamp_ns is not None and stamp >= (
+                self._tracker.last_stamp_ns - 4 * self._budget_ns):
             # It answers camera frames, on time or not: with the controller off, a frame is
             # healthy only when every such stage met its deadline. (Learning this from on-time
             # frames only left a stage that was late from the start out of that judgement.)

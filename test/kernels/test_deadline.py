@@ -21,6 +21,7 @@ from edge_loop.kernels.deadline import (
     LatencyWindow,
     Level,
     MonotonicMap,
+    ReceiveLatency,
     StallWatch,
     StampOrder,
     frame_report,
@@ -347,3 +348,23 @@ def test_batch_rate_is_the_ratio_of_sums_and_skips_a_batch_with_a_stall():
     assert rate.add(60 * MS, 5, stalls=0) is None
     assert rate.add(200 * MS, 5, stalls=1) is None       # a stall in the batch: no answer
     assert rate.add(240 * MS, 10, stalls=1) == pytest.approx(4 * MS)
+
+
+def test_receive_latency_pairs_input_and_output_by_stamp_on_one_clock():
+    # grasp_state's output carries its joint-states input's stamp (the gripper's clock); its
+    # latency is output receive - input receive, whichever of the two arrives first.
+    lat = ReceiveLatency(memory=4)
+    assert lat.input(stamp_ns=1000 * MS, received_ns=5_000 * MS) is None
+    assert lat.output(stamp_ns=1000 * MS, received_ns=5_003 * MS) == 3 * MS
+    assert lat.output(stamp_ns=1004 * MS, received_ns=5_010 * MS) is None   # input not polled yet
+    assert lat.input(stamp_ns=1004 * MS, received_ns=5_008 * MS) == 2 * MS
+    # each sample is used once, and an output without its input gives nothing
+    assert lat.output(stamp_ns=1000 * MS, received_ns=5_020 * MS) is None
+    assert lat.output(stamp_ns=2000 * MS, received_ns=5_030 * MS) is None
+    # bounded: the oldest unmatched samples are forgotten
+    for k in range(10):
+        lat.input(stamp_ns=(3000 + k) * MS, received_ns=6_000 * MS)
+    assert lat.output(stamp_ns=3000 * MS, received_ns=6_001 * MS) is None
+    assert lat.output(stamp_ns=3009 * MS, received_ns=6_001 * MS) == 1 * MS
+    lat.clear()
+    assert lat.output(stamp_ns=3008 * MS, received_ns=6_001 * MS) is None

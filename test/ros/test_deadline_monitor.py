@@ -417,8 +417,9 @@ def test_on_simulated_time_deadlines_follow_the_clock(harness, node_procs):
     # grasp_state runs on the gripper clock; in simulation every 16th of its stamps equals a
     # camera stamp, which must not make it a stage that frames wait for
     grasp_state = harness.node.create_publisher(DiagnosticArray, '/edge_loop/grasp_state', 10)
+    joints = harness.node.create_publisher(JointState, '/gripper/joint_states', 10)
     objects = harness.node.create_publisher(PoseArray, '/edge_loop/objects', 10)
-    for pub in (clock, camera, command, grasp_state, objects):
+    for pub in (clock, camera, command, grasp_state, joints, objects):
         harness.wait_until(lambda p=pub: p.get_subscription_count() >= 1, 30.0, pub.topic_name)
 
     def at(t_ns: int, msg):
@@ -434,7 +435,12 @@ def test_on_simulated_time_deadlines_follow_the_clock(harness, node_procs):
         stamps.append(t)
         clock.publish(at(t, Clock()))
         camera.publish(at(t, CameraInfo()))
-        grasp_state.publish(at(t, DiagnosticArray()))
+        # the gripper's clock runs ahead of the last /clock tick (240 Hz samples, 60 Hz
+        # ticks): its grasp_state latency is joint states in -> grasp_state out, both on the
+        # monitor's receive clock, never stamp vs. /clock (that was -10 ms on even frames)
+        gripper_t = t + 10_000_000 * (k % 2 == 0)
+        joints.publish(at(gripper_t, JointState(position=[0.02, 0.02])))
+        grasp_state.publish(at(gripper_t, DiagnosticArray()))
         objects.publish(at(t, PoseArray()))
         if k not in missing:
             command.publish(at(t, TwistStamped()))
@@ -442,6 +448,8 @@ def test_on_simulated_time_deadlines_follow_the_clock(harness, node_procs):
         time.sleep(0.05)   # pacing only: the wall time between frames does not matter
     for k in range(1, 13):   # one more simulated second without frames: diagnostics
         clock.publish(at(stamps[-1] + step_ns + k * 100_000_000, Clock()))
+        joints.publish(at(stamps[-1] + step_ns + k * 100_000_000 + 10_000_000,
+                          JointState(position=[0.02, 0.02])))
         time.sleep(0.02)
     expected = {stamps[k] for k in missing}
     harness.wait_until(lambda: expected <= set(_stamps(stops.timed())), 10.0,
@@ -458,6 +466,10 @@ def test_on_simulated_time_deadlines_follow_the_clock(harness, node_procs):
     # detected on the simulated clock, at the first /clock tick past the deadline that the
     # monitor saw (t + 250 ms; the next frame's t + 300 ms if DDS delivered that one first)
     assert 50.0 <= float(values['detect_delay_p99_ms']) <= 100.0
+    gs = [{kv.key: kv.value for kv in st.values} for m in diags.msgs() for st in m.status
+          if st.name == 'deadline_monitor: grasp_state']
+    assert gs and int(gs[-1]['samples']) >= 5, gs[-1:]
+    assert -1.0 < float(gs[-1]['latency_p50_ms']) < 100.0, gs[-1]
     # diagnostics are stamped on the simulated clock
     last = _ns(diags.msgs()[-1].header.stamp)
     assert stamps[0] <= last <= stamps[-1] + step_ns + 1_200_000_000
