@@ -15,7 +15,7 @@ DEMO_ARGS ?=
 export ROS_LOG_DIR ?= $(CURDIR)/log/ros
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup demo test test-ros verify bench bench-transport bench-sim bench-vision bench-deadline \
+.PHONY: setup demo test test-ros verify check bench bench-transport bench-sim bench-vision bench-deadline \
 	bench-occupancy bench-grasp-state bench-perception bench-pick-kernel bench-pick bench-replay train lint clean \
 	record-default
 
@@ -47,6 +47,12 @@ test-ros: setup
 
 verify: setup
 	$(VENV)/bin/edge-loop verify
+
+# The deployment checklist on this host (docs/check.md); exit code 0 only when every required
+# item passes. On a machine that is not the target: CHECK_ARGS="--quick --calibrate".
+CHECK_ARGS ?=
+check: setup
+	$(VENV)/bin/edge-loop check $(CHECK_ARGS)
 
 lint: setup
 	$(PY) -m ruff check edge_loop test bench tools launch setup.py

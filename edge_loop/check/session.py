@@ -433,7 +433,9 @@ class CheckSession:
             self.wait(lambda: self.monitor_loop_values().get('enforcing') == 'yes', timeout_s,
                       'the monitor enforcing')
         rec.injected_ns = time.time_ns()
-        why = self.set_parameter(stage, 'debug_delay_ms', delay_ms)
+        # The slowed stage sleeps in its executor: a parameter call waits for one frame.
+        call_timeout = 5.0 + 2.0 * delay_ms / 1000.0
+        why = self.set_parameter(stage, 'debug_delay_ms', delay_ms, call_timeout)
         if why:
             rec.note = f'could not slow {stage}: {why}'
             return rec
@@ -449,7 +451,7 @@ class CheckSession:
         values = self.monitor_loop_values()
         rec.monitor_detect_p99_ms = _float(values.get('detect_delay_p99_ms'))
         rec.monitor_detect_max_ms = _float(values.get('detect_delay_max_ms'))
-        why = self.set_parameter(stage, 'debug_delay_ms', 0.0)
+        why = self.set_parameter(stage, 'debug_delay_ms', 0.0, call_timeout)
         rec.cleared_ns = time.time_ns()
         if why:
             rec.note = f'could not clear the delay of {stage}: {why}'

@@ -1,0 +1,61 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""``edge-loop check --quick --calibrate`` on the deployed graph, with injected problems.
+
+One bring-up serves every case (CI time): the quick check itself, a slowed stage (the
+samples of the check's own fault window, judged as item 1), and a disabled monitor (the
+deadline monitor deactivated behind the manager's back, then the same fault injected
+again: no safe stop, item 2 fails). The lifecycle item runs after them on the same graph, so
+the loop also shows that the manager brings a graph with a failed node back.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from edge_loop import bringup
+from edge_loop.check import latency, monitor
+from edge_loop.check.items import Status
+from edge_loop.check.runner import CheckOptions, run_check
+
+pytestmark = [pytest.mark.ros]
+
+
+def test_quick_check_passes_and_injected_faults_fail_the_right_items(ros_domain, tmp_path):
+    injected = {}
+
+    def disabled_monitor(session, outcome):
+        why = session.set_monitor_active(False)
+        assert not why, why
+        rec = session.inject_delay('grasp_planner', 2.0 * outcome.budgets.end_to_end_ms
+                                   * outcome.scale, outcome.budgets.end_to_end_ms * outcome.scale,
+                                   3, recover_frames=5, timeout_s=4.0)
+        injected['disabled'] = monitor.judge_monitor(
+            rec, outcome.budgets.end_to_end_ms * outcome.scale, 3, outcome.scale)
+        injected['reactivate'] = session.set_monitor_active(True)
+
+    opts = CheckOptions(params_file=bringup.default_params_file(), out=tmp_path / 'page',
+                        quick=True, calibrate=True, domain_id=ros_domain[0])
+    outcome = run_check(opts, hook=disabled_monitor)
+    page = outcome.files['markdown'].read_text()
+    print(page)
+    by = {i.number: i for i in outcome.items}
+    assert set(by) == set(range(1, 10))
+    # Calibrated: the header says so, before anything else.
+    assert page.splitlines()[2].startswith('**CALIBRATED, NOT THE TARGET: latency budgets x')
+    # The graph's items were measured and passed (the latency item on the scaled budget).
+    for n in (1, 2, 3, 4, 7, 8, 9):
+        assert by[n].status is Status.PASS, f'item {n}: {by[n].measured} -> {by[n].fix}'
+    assert 'frames' in by[1].measured
+    # Items 5 and 6 depend on optional modules: never PASS without a measurement.
+    for n in (5, 6):
+        assert by[n].status is Status.PASS or by[n].measured.startswith('not measured')
+    assert outcome.passed == all(i.status is Status.PASS for i in outcome.items if i.required)
+    # Slowed stage: the check's own fault window, judged as item 1, fails on grasp_planner.
+    slowed = latency.judge_latency(outcome.fault_samples, outcome.budgets, outcome.scale, True)
+    assert slowed.status is Status.FAIL and slowed.number == 1
+    assert 'grasp_planner' in slowed.fix, slowed.fix
+    # Disabled monitor: no safe stop, item 2 fails; the monitor came back for the lifecycle.
+    assert injected['disabled'].status is Status.FAIL and injected['disabled'].number == 2
+    assert 'no safe stop' in injected['disabled'].measured
+    assert injected['reactivate'] == ''
