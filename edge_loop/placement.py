@@ -138,7 +138,21 @@ def ort_providers(device: str, providers: str | list[str] = '',
 
 
 def ort_provider_options(providers: list[str], device: str) -> list[dict[str, str]]:
-    """Per-provider options: the GPU index for CUDA/ROCm, nothing for the others."""
+    """Per-provider options: the GPU index for CUDA/ROCm (and no TF32), nothing for others.
+
+    TF32 off: the CUDA provider would otherwise round float32 conv inputs to 10 bits of
+    mantissa, which the float32 gate (and the model's float32 verification) does not allow.
+    """
     index = device.split(':', 1)[1] if ':' in device else '0'
-    return [{'device_id': index} if p in ('CUDAExecutionProvider', 'ROCMExecutionProvider')
-            else {} for p in providers]
+    options = {'CUDAExecutionProvider': {'device_id': index, 'use_tf32': '0'},
+               'ROCMExecutionProvider': {'device_id': index}}
+    return [dict(options.get(p, {})) for p in providers]
+
+
+def device_error(spec: str) -> str | None:
+    """None for a valid ``device`` spelling, else why not (a node's ``Param.check``)."""
+    try:
+        parse_device(spec)
+    except PlacementError as exc:
+        return str(exc)
+    return None

@@ -31,6 +31,16 @@ from edge_loop.kernels.grasp_planner import DEFAULT_GRASP_PARAMS, GraspParams
 from edge_loop.kernels.grasp_types import PlanarGrasp
 from edge_loop.kernels.object_locator import DetectedObject, check_inputs
 
+_OFFSETS: dict[tuple, torch.Tensor] = {}
+
+
+def _offsets(offsets: tuple[float, ...], device: torch.device) -> torch.Tensor:
+    """The jaw offsets on the device, uploaded once (not a host-to-device copy per target)."""
+    key = (tuple(offsets), str(device))
+    if key not in _OFFSETS:
+        _OFFSETS[key] = torch.tensor(offsets, dtype=torch.float64, device=device)
+    return _OFFSETS[key]
+
 
 def obstacle_points(depth: torch.Tensor, intr: Intrinsics, ext: Extrinsics,
                     params: GraspParams = DEFAULT_GRASP_PARAMS) -> torch.Tensor:
@@ -63,7 +73,7 @@ def score_candidates(target: torch.Tensor, obstacles: torch.Tensor,
     stride = -(-n_all // p.max_target_points)
     pts = target[::stride]
     yaws = torch.arange(p.n_angles, dtype=torch.float64, device=dev) * (math.pi / p.n_angles)
-    offs = torch.tensor(p.offsets, dtype=torch.float64, device=dev)
+    offs = _offsets(p.offsets, dev)
     cos, sin = torch.cos(yaws).to(dtype), torch.sin(yaws).to(dtype)
     c32 = centroid.to(torch.float32)
     rel = (pts[:, :2] - c32).to(dtype)
@@ -100,13 +110,13 @@ def score_candidates(target: torch.Tensor, obstacles: torch.Tensor,
     free = feasible & (hits.sum(0) < p.max_collision_points)
     off_centre = torch.hypot(s_mid, offs)
     quality = 1.0 - opening / p.max_opening - p.centre_weight * off_centre / p.max_opening
-    # one transfer: the candidates' numbers, (6, K, O) float64
-    host = torch.stack([free.to(torch.float64), quality, s_mid, opening, tcp_z,
-                        offs.expand_as(quality)]).cpu().numpy()
-    free_h, quality_h, s_mid_h, opening_h, tcp_h, _ = host
+    # one transfer: the candidates' numbers, (5, K, O) float64, and the centroid
+    stacked = torch.stack([free.to(torch.float64), quality, s_mid, opening, tcp_z])
+    host = torch.cat([stacked.reshape(-1), centroid]).cpu().numpy()
+    free_h, quality_h, s_mid_h, opening_h, tcp_h = host[:-2].reshape(stacked.shape)
+    c = host[-2:]
     k_f, o_f = np.nonzero(free_h > 0)
     q = quality_h[k_f, o_f]
-    c = centroid.cpu().numpy()
     yaws_h = np.arange(p.n_angles) * (np.pi / p.n_angles)
     offs_h = np.asarray(p.offsets, dtype=np.float64)
     out = []

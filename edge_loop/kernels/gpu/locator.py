@@ -182,11 +182,34 @@ def pack_mask(mask: torch.Tensor) -> torch.Tensor:
     pad = (-flat.numel()) % 8
     if pad:
         flat = F.pad(flat, (0, pad))
-    weights = torch.tensor([128, 64, 32, 16, 8, 4, 2, 1], dtype=torch.uint8,
-                           device=mask.device)
+    # made on the device (a torch.tensor literal would be a host-to-device copy per call)
+    weights = torch.bitwise_left_shift(
+        torch.ones(8, dtype=torch.uint8, device=mask.device),
+        torch.arange(7, -1, -1, dtype=torch.uint8, device=mask.device))
     return (flat.view(-1, 8).to(torch.uint8) * weights).sum(1, dtype=torch.uint8)
 
 
 def unpack_mask(bits: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """The bool mask of :func:`pack_mask`'s bytes, on the host."""
     return np.unpackbits(bits)[:shape[0] * shape[1]].reshape(shape).astype(bool)
+
+
+def masks_on(device: str | torch.device, dtype: torch.dtype = torch.float32):
+    """:func:`pixel_masks` on ``device``, numpy in and out (the handoff included).
+
+    The signature of :func:`pixel_masks_reference`; the outputs come back as numpy (the height
+    image too: the gate compares it, the loop itself leaves it on the device).
+    """
+    from edge_loop.kernels.gpu.transfer import as_host_tensor
+
+    dev = torch.device(device)
+
+    def masks(color_rgb: np.ndarray | None, depth: np.ndarray, intr: Intrinsics,
+              ext: Extrinsics, params: LocatorParams = DEFAULT_LOCATOR) -> PixelMasks:
+        color = None if color_rgb is None else as_host_tensor(color_rgb).to(dev)
+        out = pixel_masks(color, as_host_tensor(depth).to(dev), intr, ext, params, dtype)
+        return PixelMasks(out.height.cpu().numpy(), out.fg.cpu().numpy(),
+                          out.cut.cpu().numpy())
+
+    masks.__name__ = f'pixel_masks_{dev.type}_{str(dtype).removeprefix("torch.")}'
+    return masks

@@ -77,6 +77,7 @@ def gpu_loop_step(frame_tensors: dict[str, torch.Tensor], intr: Intrinsics, ext:
         grasps = score_candidates(target_points, obstacles, grasp_params, dtype)
     host: dict[str, np.ndarray] = {}
     if handoff is not None:
-        host = {'grid': handoff.to_host(grid), 'fg_bits': handoff.to_host(fg_bits),
-                'cut_bits': handoff.to_host(cut_bits)}
+        host = {'grid': handoff.to_host(grid, 'grid'),
+                'fg_bits': handoff.to_host(fg_bits, 'mask bits'),
+                'cut_bits': handoff.to_host(cut_bits, 'mask bits')}
     return LoopStepResult(grid, fg_bits, cut_bits, grasps, host)

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
+from edge_loop.kernels.gpu.transfer import as_host_tensor
 from edge_loop.kernels.occupancy import (
     DEFAULT_GRID,
     DEFAULT_PARAMS,
@@ -193,10 +194,11 @@ def occupancy_grid_torch(logodds: torch.Tensor, params: OccupancyParams = DEFAUL
         free = free | ((previous == OCC_FREE) & (logodds < params.free_below + band))
         occupied = occupied | ((previous == OCC_OCCUPIED)
                                & (logodds > params.occupied_above - band))
+    # Python scalars, not torch.tensor(..., device=...): that would be a host-to-device copy
+    # per frame, which the copy audit counts.
     out = torch.full(logodds.shape, OCC_UNKNOWN, dtype=torch.int8, device=logodds.device)
-    out = torch.where(free, torch.tensor(OCC_FREE, dtype=torch.int8, device=out.device), out)
-    return torch.where(occupied, torch.tensor(OCC_OCCUPIED, dtype=torch.int8,
-                                              device=out.device), out)
+    out = torch.where(free, OCC_FREE, out)
+    return torch.where(occupied, OCC_OCCUPIED, out)
 
 
 def integrate_on(device: str | torch.device, dtype: torch.dtype = torch.float32):
@@ -213,13 +215,9 @@ def integrate_on(device: str | torch.device, dtype: torch.dtype = torch.float32)
         if depth.ndim != 2 or depth.shape != (intr.height, intr.width):
             raise ValueError(f'depth shape {depth.shape} does not match the intrinsics '
                              f'{intr.width}x{intr.height}')
-        if depth.dtype == np.uint16:
-            depth = depth.view(np.int16)
-        elif depth.dtype != np.float32:
+        if depth.dtype not in (np.uint16, np.float32):
             depth = depth.astype(np.float32)
-        # from_numpy needs writeable memory; a read-only view costs one copy (never the
-        # case for the node's frames, whose shared-memory samples are writeable views).
-        d = torch.from_numpy(depth if depth.flags.writeable else depth.copy())
+        d = as_host_tensor(depth)
         lo = torch.from_numpy(np.ascontiguousarray(logodds, dtype=np.float32))
         out = integrate_torch(lo.to(dev), d.to(dev), intr, ext, spec, params, dtype)
         return out.cpu().numpy()
@@ -266,10 +264,6 @@ class TorchOccupancyMapper:
 
     def update(self, depth: np.ndarray, intr: Intrinsics, ext: Extrinsics) -> np.ndarray:
         """Fuse one depth image (uint16 mm or float m, numpy) and return the int8 grid."""
-        depth = np.asarray(depth)
-        if depth.dtype == np.uint16:
-            depth = depth.view(np.int16)
-        d = torch.from_numpy(depth if depth.flags.writeable else depth.copy())
-        self.grid = self.update_tensor(d.to(self.device, non_blocking=False), intr,
-                                       ext).cpu().numpy()
+        d = as_host_tensor(depth).to(self.device)
+        self.grid = self.update_tensor(d, intr, ext).cpu().numpy()
         return self.grid

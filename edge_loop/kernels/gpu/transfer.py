@@ -31,27 +31,28 @@ IMAGE_BYTES = 64 * 1024   # a transfer at least this large counts as an image in
 def as_host_tensor(arr: np.ndarray) -> torch.Tensor:
     """A CPU tensor viewing ``arr`` (no copy) where torch can; 16-bit depth as int16 bits.
 
-    torch cannot view read-only memory (it warns and may write through); such an array is
-    copied once, and that copy is what the ledger then counts as a host copy.
+    torch cannot view read-only memory (it warns and may write through) nor negative strides;
+    such an array is copied once (never the case for the nodes' shared-memory frames, which
+    are writeable forward views).
     """
     a = np.asarray(arr)
     if a.dtype == np.uint16:
         a = a.view(np.int16)
-    if not a.flags.writeable:
+    if not a.flags.writeable or any(s < 0 for s in a.strides):
         a = a.copy()
     return torch.from_numpy(a)
 
 
 @dataclass
 class CopyLedger:
-    """Transfers per direction ('h2d', 'd2h', 'host') and size class ('image', 'small')."""
+    """Transfers per direction ('h2d', 'd2h', 'host') and kind ('image', 'grid', ...)."""
 
     counts: Counter = field(default_factory=Counter)
     nbytes: Counter = field(default_factory=Counter)
 
-    def note(self, direction: str, nbytes: int) -> None:
-        """Count one transfer of ``nbytes``."""
-        kind = 'image' if nbytes >= IMAGE_BYTES else 'small'
+    def note(self, direction: str, nbytes: int, kind: str | None = None) -> None:
+        """Count one transfer of ``nbytes``; ``kind`` defaults to 'image' or 'small' by size."""
+        kind = kind or ('image' if nbytes >= IMAGE_BYTES else 'small')
         self.counts[(direction, kind)] += 1
         self.nbytes[(direction, kind)] += nbytes
 
@@ -120,10 +121,10 @@ class Handoff:
             self._registered[ptr] = base.nbytes
         return host
 
-    def to_host(self, t: torch.Tensor) -> np.ndarray:
+    def to_host(self, t: torch.Tensor, kind: str | None = None) -> np.ndarray:
         """A device tensor back on the host as numpy (counted unless on the CPU)."""
         if not self.on_cpu:
-            self.ledger.note('d2h', t.numel() * t.element_size())
+            self.ledger.note('d2h', t.numel() * t.element_size(), kind)
         return t.cpu().numpy()
 
     def close(self) -> None:
