@@ -29,9 +29,11 @@ from edge_loop.kernels.occupancy import GridSpec, OccupancyMapper, OccupancyPara
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
 from edge_loop.nodes.vision_common import BadFrameError, depth_inputs
+from edge_loop.placement import PlacementError, device_error, resolve_device
 
 _DEF = OccupancyParams()
 OP_NAME = 'occupancy.integrate'
+GPU_OP_NAME = 'occupancy.integrate.cuda.float32'
 
 
 def grid_message(grid: np.ndarray, spec: GridSpec, header: Header) -> OccupancyGrid:
@@ -78,6 +80,9 @@ class OccupancyMapperNode(StageNode):
               min=0.0, max=50.0),
         Param('free_below', _DEF.free_below, 'Log-odds below this: free (0)', min=-50.0,
               max=0.0),
+        Param('device', 'cpu', 'Where the update runs: cpu, cuda, cuda:N or auto (a GPU where '
+              'torch sees one; the torch kernel, gated as occupancy.integrate.cuda.float32; '
+              'see docs/placement.md)', check=device_error),
         Param('pixel_stride', _DEF.pixel_stride, 'Use every n-th pixel in u and v', min=1,
               max=16),
         Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
@@ -108,7 +113,19 @@ class OccupancyMapperNode(StageNode):
             l_miss=prm['l_miss'], l_min=prm['l_min'], l_max=prm['l_max'],
             unobserved_decay=prm['unobserved_decay'], occupied_above=prm['occupied_above'],
             free_below=prm['free_below'], pixel_stride=prm['pixel_stride'])
-        self._mapper = OccupancyMapper(spec, fusion)
+        try:
+            where = resolve_device(prm['device'])
+        except PlacementError as exc:
+            raise ConfigError(str(exc)) from exc
+        if where.is_accelerator:
+            # torch only where a GPU is asked for: a CPU-only robot needs no torch
+            from edge_loop.kernels.gpu.occupancy import TorchOccupancyMapper
+
+            check_deployable_or_fail(self, [GPU_OP_NAME])
+            self._mapper = TorchOccupancyMapper(spec, fusion, device=where.device)
+        else:
+            self._mapper = OccupancyMapper(spec, fusion)
+        self.get_logger().info(f'occupancy update on {where.device} ({where.reason})')
         self._frame_id = prm['world_frame']
         self._pub = self.create_lifecycle_publisher(OccupancyGrid, topics.OCCUPANCY, 10)
         self._health = StageHealth(self, 'occupancy_mapper')
