@@ -340,7 +340,8 @@ def fit_case(args: argparse.Namespace) -> None:
     result: dict[str, Any] = {'pool_gib': args.pool_gib, 'format': args.formats[0]}
     if device.type == 'cuda':
         total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, pool / total), device)
+        torch.cuda.set_per_process_memory_fraction(
+            min(1.0, pool / total), device.index or torch.cuda.current_device())
     try:
         step = RepresentativeStep(device=device)
         dec, runner, info = build_decoder(args, args.formats[0], device,
@@ -388,7 +389,8 @@ def soak(args: argparse.Namespace) -> None:
     pool = args.pool_gib * GIB
     if cuda:
         total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, pool / total), device)
+        torch.cuda.set_per_process_memory_fraction(
+            min(1.0, pool / total), device.index or torch.cuda.current_device())
     step = RepresentativeStep(device=device)
     step.fill_frame(torch.Generator().manual_seed(0))
     lo = make_stream(device, False)
@@ -501,10 +503,10 @@ def main() -> None:
     parser.add_argument('--tokens', type=int, default=256)
     parser.add_argument('--loop-hz', type=float, default=100.0)
     parser.add_argument('--deadline-ms', type=float, default=10.0)
-    parser.add_argument('--window-s', type=float, default=10.0)
+    parser.add_argument('--window-s', type=float, default=8.0)
     parser.add_argument('--pace-tps', type=float, default=150.0)
     parser.add_argument('--pool-gib', type=float, default=16.0)
-    parser.add_argument('--soak-s', type=float, default=140.0)
+    parser.add_argument('--soak-s', type=float, default=110.0)
     parser.add_argument('--soak-format', default='fp16')
     parser.add_argument('--soak-pool-gib', type=float, default=16.0)
     parser.add_argument('--tokens-per-request', type=int, default=64)

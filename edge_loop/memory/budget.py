@@ -214,5 +214,6 @@ def enforce(budget: MemoryBudget, device: Any) -> float | None:
         return None
     total = torch.cuda.get_device_properties(device).total_memory
     fraction = min(1.0, budget.pool_bytes / total)
-    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    torch.cuda.set_per_process_memory_fraction(
+        fraction, device.index if device.index is not None else torch.cuda.current_device())
     return fraction

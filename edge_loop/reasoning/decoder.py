@@ -136,7 +136,10 @@ class Decoder:
         angles = torch.outer(torch.arange(context, dtype=torch.float32), inv)
         angles = torch.cat([angles, angles], dim=1)   # Llama's rotate_half layout
         self.cos = angles.cos().to(self.device, self.dtype)
-        self.sin = angles.sin().to(self.device, self.dtype)
+        half = hd // 2
+        sin = angles.sin()
+        self.sin_signed = torch.cat([-sin[:, :half], sin[:, half:]], dim=1).to(
+            self.device, self.dtype)
         self.slots = torch.arange(context, device=self.device)
 
     # --- accounting -------------------------------------------------------------------------
@@ -157,15 +160,18 @@ class Decoder:
 
     # --- compute ----------------------------------------------------------------------------
     def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.cfg.rms_norm_eps)
-        return xf.to(x.dtype) * weight
+        return F.rms_norm(x, (x.shape[-1],), weight, self.cfg.rms_norm_eps)
 
-    @staticmethod
-    def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        half = x.shape[-1] // 2
-        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * cos + rotated * sin
+    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor
+              ) -> torch.Tensor:
+        """Llama's rotary embedding, ``x * cos + rotate_half(x) * sin``, in three kernels.
+
+        ``rotate_half(x) = cat(-x2, x1)``; swapping the halves (one flip) and multiplying by
+        ``cat(-sin, sin)`` gives the same, for q and k at once.
+        """
+        n_tok, heads, hd = x.shape
+        swapped = x.view(n_tok, heads, 2, hd // 2).flip(2).view(n_tok, heads, hd)
+        return torch.addcmul(x * cos, swapped, sin_signed)
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
                 last_only: bool = False) -> torch.Tensor:
@@ -179,16 +185,15 @@ class Decoder:
         nh, kvh, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         x = F.embedding(tokens, self.embed)
         cos = self.cos.index_select(0, positions)[:, None, :]
-        sin = self.sin.index_select(0, positions)[:, None, :]
+        sin = self.sin_signed.index_select(0, positions)[:, None, :]
         # (T, context): True where the cached slot is visible from that token
         visible = (self.slots[None, :] <= positions[:, None])[None]
         for i, layer in enumerate(self.layers):
             h = self._rms(x, layer.attn_norm)
             qkv = layer.qkv.forward(h)
-            q = qkv[:, :nh * hd].view(n_tok, nh, hd)
-            k = qkv[:, nh * hd:(nh + kvh) * hd].view(n_tok, kvh, hd)
+            qk = self._rope(qkv[:, :(nh + kvh) * hd].view(n_tok, nh + kvh, hd), cos, sin)
+            q, k = qk[:, :nh], qk[:, nh:]
             v = qkv[:, (nh + kvh) * hd:].view(n_tok, kvh, hd)
-            q, k = self._rope(q, cos, sin), self._rope(k, cos, sin)
             self.k_cache[i].index_copy_(1, positions, k.transpose(0, 1))
             self.v_cache[i].index_copy_(1, positions, v.transpose(0, 1))
             keys, values = self.k_cache[i], self.v_cache[i]
