@@ -461,8 +461,7 @@ def phase_soak(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
         if res.returncode != 0:
             out[str(expandable)] = {'error': res.stderr[-800:]}
             continue
-        data = json.loads(path.read_text())
-        path.unlink()
+        data = json.loads(path.read_text())   # kept beside the main JSON: a cut run keeps it
         key = 'expandable_segments' if expandable else 'default_segments'
         out[key] = data
         final = data.get('final', {})
@@ -506,7 +505,7 @@ def main() -> None:
     parser.add_argument('--window-s', type=float, default=8.0)
     parser.add_argument('--pace-tps', type=float, default=150.0)
     parser.add_argument('--pool-gib', type=float, default=16.0)
-    parser.add_argument('--soak-s', type=float, default=110.0)
+    parser.add_argument('--soak-s', type=float, default=100.0)
     parser.add_argument('--soak-format', default='fp16')
     parser.add_argument('--soak-pool-gib', type=float, default=16.0)
     parser.add_argument('--tokens-per-request', type=int, default=64)
