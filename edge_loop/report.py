@@ -143,6 +143,13 @@ def write_report(folder: Path, table: str, episodes: list[Any], obs: Any, e2e_bu
     if obs.tactile:
         tactile_plot(folder / 'tactile.png', obs.tactile, obs.grasp_states)
         lines += ['', '## Tactile trace of the last grasp', '', '![tactile](tactile.png)']
+    # The deployment checklist (make check, docs/check.md) is the page to read before a robot
+    # runs this loop; link the newest one next to the report when there is one.
+    check = folder.parent / 'check' / 'check.md'
+    lines += ['', '## Deployment checklist', '', (
+        '[the last `make check` page](../check/check.md)' if check.exists() else
+        'Run `make check` on the target before deploying (docs/check.md): it writes '
+        'reports/check/check.md.')]
     path = folder / 'README.md'
     path.write_text('\n'.join(lines) + '\n')
     return path

@@ -111,15 +111,17 @@ def judge_latency(samples: LatencySamples, budgets: Budgets, scale: float = 1.0,
     e2e = p99(samples.end_to_end)
     scaled = f' (budget x{scale:.2f}, calibrated)' if calibrated else ''
     measured = (f'end-to-end p99 {e2e:.1f} ms over {len(samples.end_to_end)} frames; '
-                f'worst stage ' + _worst(samples, budgets))
+                f'worst stage ' + _worst(samples, budgets, scale))
     plot = {'kind': 'latency', 'stages': {k: list(v) for k, v in samples.stages.items()},
             'end_to_end': list(samples.end_to_end),
             'budgets': {**{k: v * scale for k, v in budgets.stages.items()},
                         'end-to-end': budgets.end_to_end_ms * scale}}
     if bad:
         first = bad[0].split(' ')[0].rstrip(':')
-        fix = (f'{"; ".join(bad)}: make {first} faster (profile it with make bench-vision / '
-               'bench-occupancy; check nice and cpu_affinity) before deploying; a budget in '
+        more = '; ...' if len(bad) > 3 else ''
+        fix = (f'{"; ".join(bad[:3])}{more}: make {first} faster (profile it with make '
+               'bench-vision / bench-occupancy; check nice and cpu_affinity) before '
+               'deploying; a budget in '
                "config/pick.yaml is the control period's, not to be raised to pass")
         return ItemResult(1, Status.FAIL, measured + scaled, f'budgets{scaled}', fix=fix,
                           rows=rows, plot=plot)
@@ -131,8 +133,8 @@ def _p50(values: Sequence[float]) -> float:
     return float(np.percentile(values, 50)) if len(values) else float('nan')
 
 
-def _worst(samples: LatencySamples, budgets: Budgets) -> str:
-    shares = [(p99(samples.stages.get(s, [])) / b, s) for s, b in budgets.stages.items()
+def _worst(samples: LatencySamples, budgets: Budgets, scale: float) -> str:
+    shares = [(p99(samples.stages.get(s, [])) / (b * scale), s) for s, b in budgets.stages.items()
               if samples.stages.get(s)]
     if not shares:
         return '(none measured)'

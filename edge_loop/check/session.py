@@ -56,7 +56,7 @@ def header_stamp_of_cdr(data: bytes) -> int:
 class StampRecorder:
     """(stamp ns, receive ns) of every message on a few topics, taken raw by one thread."""
 
-    def __init__(self, context: Any, topic_names: list[str], period_s: float = 0.005) -> None:
+    def __init__(self, context: Any, topic_names: list[str], period_s: float = 0.01) -> None:
         import rclpy
         from rclpy.qos import QoSProfile
 
