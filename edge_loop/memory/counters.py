@@ -7,7 +7,9 @@
   N frames, divided by N, is the allocations per frame.
 * CPU: torch's profiler with ``profile_memory`` attributes every allocation of torch's CPU
   allocator to the op that made it (``self_cpu_memory_usage > 0``); numpy reports its array
-  data to ``tracemalloc`` under its own domain. Both are counted over N frames.
+  data to ``tracemalloc`` under its own domain, which counts the arrays a frame leaves alive
+  (returned or stored: what the frame's results hold on to; a temporary freed inside the frame
+  is not seen there). Both are counted over N frames.
 
 :func:`fragmentation` reads the caching allocator's segments: reserved minus allocated, and
 the largest free block (the largest request that can be served without a new segment).
@@ -53,11 +55,11 @@ def cpu_allocations(fn: Callable[[], Any], frames: int) -> dict[str, Any]:
     try:
         domain = tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)
         snap_before = tracemalloc.take_snapshot().filter_traces([domain])
-        for _ in range(frames):
-            fn()
+        kept = [fn() for _ in range(frames)]   # keep the results so their arrays stay traced
         snap_after = tracemalloc.take_snapshot().filter_traces([domain])
         new_blocks = sum(max(0, s.count_diff) for s in
                          snap_after.compare_to(snap_before, 'traceback'))
+        del kept
     finally:
         if not started:
             tracemalloc.stop()
