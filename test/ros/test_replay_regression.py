@@ -9,6 +9,7 @@ the deadline monitor) checks the latency budget. Gates and tolerances: config/re
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ PARAMS = PICK['/**']['ros__parameters']
 MONITOR = PICK['deadline_monitor']['ros__parameters']
 EXT = Extrinsics.from_params(PARAMS['camera_position'], PARAMS['camera_orientation'])
 FRAME_STAGES = ('object_locator', 'grasp_planner', 'occupancy_mapper')
+MAX_GRIPPER_STALL_MS = 10_000.0   # the deadline monitor's range for gripper_stall_min_ms
 
 
 def _ns(stamp) -> int:
@@ -113,9 +115,14 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
     extra = {stage: {'copy_audit': True} for stage in FRAME_STAGES if stage in stages}
     extra['bag_player'] = bag_params
     if realtime and budget_scale != 1.0:
+        # Every time limit of the monitor scales, the stall watches too: on a starved machine
+        # the replayed gripper topic goes silent for longer than the target's 250 ms.
         extra['deadline_monitor'] = {
             'end_to_end_budget_ms': MONITOR['end_to_end_budget_ms'] * budget_scale,
-            'stage_budgets_ms': [b * budget_scale for b in MONITOR['stage_budgets_ms']]}
+            'stage_budgets_ms': [b * budget_scale for b in MONITOR['stage_budgets_ms']],
+            'gripper_stall_min_ms': min(MONITOR['gripper_stall_min_ms'] * budget_scale,
+                                        MAX_GRIPPER_STALL_MS),
+            'stall_periods': math.ceil(MONITOR['stall_periods'] * budget_scale)}
     nodes = bringup.graph('bag', bag=str(bag), transport='shm', monitor=realtime,
                           stages=stages, extra=extra)
     graph = Graph(nodes, bringup.default_params_file(), tmp_path / 'logs', env=ros_domain[1])
