@@ -20,6 +20,7 @@ NODES = [
     'bag_player',
     'sim_robot',
     'frame_ingest',
+    'target_reasoner',
 ]
 
 setup(

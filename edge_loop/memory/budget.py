@@ -68,20 +68,28 @@ class Tenant:
     detail: str = ''
 
 
-def decoder_reservation(preset: str, fmt: str, context: int, activations: int) -> tuple[int, str]:
-    """Bytes and description of a decoder tenant (weights + KV cache + activations)."""
-    from edge_loop.reasoning.decoder import PRESETS, kv_cache_nbytes, weights_nbytes
+def decoder_tenant(name: str, cfg: Any, fmt: str, context: int, activations: int,
+                   label: str = '') -> Tenant:
+    """A decoder's reservation: weights in ``fmt`` + KV cache for ``context`` + activations."""
+    from edge_loop.reasoning.decoder import kv_cache_nbytes, weights_nbytes
     from edge_loop.reasoning.quant import FORMATS
+
+    if fmt not in FORMATS:
+        raise BudgetError(f'decoder format {fmt!r}: must be one of {", ".join(FORMATS)}')
+    weights, kv = weights_nbytes(cfg, fmt), kv_cache_nbytes(cfg, context)
+    detail = (f'{label} {fmt}: weights {format_size(weights)} + KV cache {context} tokens '
+              f'{format_size(kv)} + activations {format_size(activations)}').strip()
+    return Tenant(name, 'decoder', weights + kv + activations, detail)
+
+
+def decoder_reservation(preset: str, fmt: str, context: int, activations: int) -> tuple[int, str]:
+    """Bytes and description of a decoder tenant of a named preset shape."""
+    from edge_loop.reasoning.decoder import PRESETS
 
     if preset not in PRESETS:
         raise BudgetError(f'decoder preset {preset!r}: must be one of {", ".join(PRESETS)}')
-    if fmt not in FORMATS:
-        raise BudgetError(f'decoder format {fmt!r}: must be one of {", ".join(FORMATS)}')
-    cfg = PRESETS[preset]
-    weights, kv = weights_nbytes(cfg, fmt), kv_cache_nbytes(cfg, context)
-    detail = (f'{preset} {fmt}: weights {format_size(weights)} + KV cache {context} tokens '
-              f'{format_size(kv)} + activations {format_size(activations)}')
-    return weights + kv + activations, detail
+    tenant = decoder_tenant('', PRESETS[preset], fmt, context, activations, preset)
+    return tenant.nbytes, tenant.detail
 
 
 def tenant_from_spec(name: str, spec: dict[str, Any]) -> Tenant:
