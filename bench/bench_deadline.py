@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from proc_stats import cpu_of, cpu_seconds, stat_fields
+from measure import cpu_of, cpu_seconds, stat_fields
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / 'test' / 'ros'))

@@ -15,22 +15,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import time
 
 import numpy as np
+from measure import call_times_ms
 
 from edge_loop.kernels import occupancy as occ
 from edge_loop.verify import ops_occupancy
-
-
-def _times(fn, args, repeat):
-    fn(*args)
-    out = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn(*args)
-        out.append((time.perf_counter() - t0) * 1e3)
-    return np.array(out)
 
 
 def main() -> None:
@@ -43,8 +33,8 @@ def main() -> None:
     with contextlib.suppress(AttributeError, OSError):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     case = ops_occupancy.perf_case()
-    ref = _times(occ.integrate_reference, case.args, args.reference_repeat)
-    dep = _times(occ.integrate, case.args, args.repeat)
+    ref = call_times_ms(occ.integrate_reference, case.args, args.reference_repeat)
+    dep = call_times_ms(occ.integrate, case.args, args.repeat)
     print('## occupancy.integrate, one 640x480 uint16 frame, one core\n')
     print('| implementation | p50 ms | p99 ms | runs |')
     print('|---|---|---|---|')

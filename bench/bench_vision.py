@@ -32,12 +32,12 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import cv2
 import numpy as np
+from measure import call_times_ms
 
 from edge_loop.kernels.grasp_planner import plan_grasp, plan_grasp_reference
 from edge_loop.kernels.object_locator import (
@@ -176,13 +176,8 @@ def bench_accuracy(n_scenes: int, seed0: int, rgb_params: RgbBaselineParams,
 
 
 def _timeit(fn, args, repeats):
-    fn(*args)
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn(*args)
-        ts.append(time.perf_counter() - t)
-    return np.median(ts) * 1e3, np.percentile(ts, 99) * 1e3
+    times = call_times_ms(fn, args, repeats)
+    return np.median(times), np.percentile(times, 99)
 
 
 # Latency frames: the first five held-out scenes under these conditions (motion blur runs the
