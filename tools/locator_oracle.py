@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-import edge_loop.kernels.object_locator as ol
+from edge_loop.kernels.object_locator import colour, deployed, merging
 
 MODES = ('cuts', 'merges', 'both')
 
@@ -48,8 +48,11 @@ def oracle(mode: str) -> Iterator[None]:
     """Patch the locator's cut and/or merge with the truth (``mode`` in :data:`MODES`)."""
     if mode not in MODES:
         raise ValueError(f'oracle mode must be one of {MODES}, got {mode!r}')
-    saved = {name: getattr(ol, name) for name in
-             ('color_cut', 'depth_cut', '_merge_grown', 'merge_regions')}
+    # Patched where the deployed locator looks them up: its own module, and merging's for the
+    # merge that _merge_grown calls.
+    where = {'color_cut': deployed, 'depth_cut': deployed, '_merge_grown': deployed,
+             'merge_regions': merging}
+    saved = {name: getattr(module, name) for name, module in where.items()}
     color_cut, depth_cut = saved['color_cut'], saved['depth_cut']
     merge_grown, merge_regions = saved['_merge_grown'], saved['merge_regions']
 
@@ -63,7 +66,7 @@ def oracle(mode: str) -> Iterator[None]:
         lab = _Truth.label[r0:r0 + fg.shape[0], c0:c0 + fg.shape[1]].astype(np.int32)
         dx = (lab[:, 1:] != lab[:, :-1]) & (lab[:, 1:] > 0) & (lab[:, :-1] > 0)
         dy = (lab[1:] != lab[:-1]) & (lab[1:] > 0) & (lab[:-1] > 0)
-        return cut | ol._both_sides(dx, dy, fg.shape)
+        return cut | colour._both_sides(dx, dy, fg.shape)
 
     def merge_grown_with_truth(grown, color_rgb, mask, rows, cols, crop_idx, *args):
         region = grown.reshape(-1)[crop_idx].astype(np.intp)
@@ -93,11 +96,11 @@ def oracle(mode: str) -> Iterator[None]:
         return {i: find(i) for i in root}
 
     if mode in ('cuts', 'both'):
-        ol.color_cut, ol.depth_cut = color_cut_at, depth_cut_and_truth
+        deployed.color_cut, deployed.depth_cut = color_cut_at, depth_cut_and_truth
     if mode in ('merges', 'both'):
-        ol._merge_grown, ol.merge_regions = merge_grown_with_truth, merge_by_truth
+        deployed._merge_grown, merging.merge_regions = merge_grown_with_truth, merge_by_truth
     try:
         yield
     finally:
         for name, fn in saved.items():
-            setattr(ol, name, fn)
+            setattr(where[name], name, fn)
