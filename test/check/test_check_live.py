@@ -44,6 +44,7 @@ def test_quick_check_passes_and_injected_faults_fail_the_right_items(ros_domain,
     by = {i.number: i for i in outcome.items}
     assert set(by) == set(range(1, 10))
     # Slowed stage: the check's own fault window, judged as item 1, fails on grasp_planner.
+    assert outcome.fault_samples is not None, 'no fault was injected: ' + by[2].measured
     slowed = latency.judge_latency(outcome.fault_samples, outcome.budgets, outcome.scale, True)
     assert slowed.status is Status.FAIL and slowed.number == 1
     assert 'grasp_planner' in slowed.fix, slowed.fix
