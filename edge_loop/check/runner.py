@@ -227,8 +227,8 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
         say(f'edge-loop check: injecting a fault ({FAULT_STAGE} slowed)')
         delay = 2.0 * budgets.end_to_end_ms * scale
         fault = session.inject_delay(
-            FAULT_STAGE, delay, budgets.end_to_end_ms * scale,
-            int(monitor_params.get('misses_to_deactivate', 3)), mode.recover_frames)
+            FAULT_STAGE, delay, int(monitor_params.get('misses_to_deactivate', 3)),
+            mode.recover_frames)
         items[2] = monitor.judge_monitor(fault, budgets.end_to_end_ms * scale,
                                          int(monitor_params.get('misses_to_deactivate', 3)),
                                          scale)

@@ -30,8 +30,7 @@ def test_quick_check_passes_and_injected_faults_fail_the_right_items(ros_domain,
         why = session.set_monitor_active(False)
         assert not why, why
         rec = session.inject_delay('grasp_planner', 2.0 * outcome.budgets.end_to_end_ms
-                                   * outcome.scale, outcome.budgets.end_to_end_ms * outcome.scale,
-                                   3, recover_frames=5, timeout_s=4.0)
+                                   * outcome.scale, 3, recover_frames=5, timeout_s=4.0)
         injected['disabled'] = monitor.judge_monitor(
             rec, outcome.budgets.end_to_end_ms * outcome.scale, 3, outcome.scale)
         injected['reactivate'] = session.set_monitor_active(True)
