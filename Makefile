@@ -10,6 +10,8 @@ PYTHON ?= $(shell for p in python3.11 python3.12 python3; do command -v $$p >/de
 VENV ?= .venv-$(ROS_DISTRO)
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.edge_loop-installed
+# The vendored ROS 2 launch stack (wheels); ../shared sits beside the checkout.
+LAUNCH_WHEELS ?= $(CURDIR)/../shared/vendor/wheels
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 export ROS_LOG_DIR ?= $(CURDIR)/log/ros
@@ -31,6 +33,13 @@ $(STAMP): requirements.txt requirements-$(ROS_DISTRO).txt setup.py package.xml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-$(ROS_DISTRO).txt -r requirements.txt
 	$(PY) -m pip install -q --no-deps -e .
+	@# ROS 2 launch, launch_ros, launch_testing and launch_pytest are not on PyPI: the Jazzy
+	@# wheels vendored beside the checkout (../shared/vendor/README.md) run the launch tests.
+	@# Without them those tests skip, which .ci/run refuses.
+	@if [ -d "$(LAUNCH_WHEELS)" ]; then \
+	  $(PY) -m pip install -q --no-index --find-links "$(LAUNCH_WHEELS)" \
+	    launch launch_ros launch_testing launch_pytest launch_testing_ros; \
+	else echo "note: $(LAUNCH_WHEELS) not found: the launch tests (test/launch) will skip"; fi
 	@touch $@
 
 demo: setup
