@@ -63,16 +63,15 @@ from edge_loop.kernels.deadline import (
     NS_PER_MS,
     NS_PER_S,
     BatchRate,
-    CommandResult,
-    FrameTracker,
-    Health,
+    Deactivate,
+    JudgeConfig,
     LatencyWindow,
     Level,
+    LoopJudge,
     MonotonicMap,
-    ReceiveLatency,
+    Note,
+    SafeStop,
     StallWatch,
-    StampOrder,
-    frame_report,
     header_stamp_ns,
     next_frame_check_ns,
 )
@@ -163,16 +162,6 @@ class _Taken:
     data: bytes
     source: int            # DDS source stamp: when the publisher sent it (system clock, ns)
     done: bool = False     # already handled out of order (_settle)
-
-
-@dataclass
-class _StageStats:
-    budget_ns: int
-    topic: str
-    latency: LatencyWindow
-    over_budget: int = 0
-    reported_over: int = 0
-    last_ns: int | None = None
 
 
 class DeadlineMonitor(StageNode):
@@ -438,35 +427,32 @@ class DeadlineMonitor(StageNode):
     def _reset_state(self) -> None:
         p = self.params
         with self._lock:
-            self._tracker = FrameTracker(self._budget_ns)
-            self._camera_interval_ns: int | None = None
-            self._health = Health(p['misses_to_deactivate'], p['healthy_periods_to_ok'])
-            self._in_order = StampOrder()   # frame outcomes into _health in frame order
+            command_stage = next(
+                (name for name, topic in zip(p['stage_names'], p['stage_topics'])
+                 if self.resolve_topic_name(topic) == self.resolve_topic_name(
+                     p['command_topic'])), None)
+            self._judge = LoopJudge(JudgeConfig(
+                budget_ns=self._budget_ns, period_ns=self._period_ns,
+                stages=tuple((name, topic, int(budget * NS_PER_MS)) for name, topic, budget in
+                             zip(p['stage_names'], p['stage_topics'], p['stage_budgets_ms'])),
+                command_stage=command_stage, sampled_stages=tuple(p['sampled_stages']),
+                misses_to_deactivate=p['misses_to_deactivate'],
+                healthy_periods_to_ok=p['healthy_periods_to_ok'],
+                arm_after_on_time=p['arm_after_on_time'],
+                startup_grace_ns=int(p['startup_grace_s'] * NS_PER_S), window=p['window'],
+                controller_node=p['controller_node']), self._now_ns())
             forward_only = not self._sim_time   # monotonic clock: see MonotonicMap
             self._camera_watch = StallWatch(p['stall_periods'], period_ns=self._period_ns,
                                             forward_only=forward_only)
             self._gripper_watch = StallWatch(
                 p['stall_periods'], min_timeout_ns=int(p['gripper_stall_min_ms'] * NS_PER_MS),
                 repeat_ns=self._period_ns, forward_only=forward_only)
-            self._stages = {
-                name: _StageStats(int(budget * NS_PER_MS), topic, LatencyWindow(p['window']))
-                for name, topic, budget in zip(p['stage_names'], p['stage_topics'],
-                                               p['stage_budgets_ms'])}
-            self._command_stage = next(
-                (name for name, topic in zip(p['stage_names'], p['stage_topics'])
-                 if self.resolve_topic_name(topic) == self.resolve_topic_name(
-                     p['command_topic'])), None)
-            self._e2e = LatencyWindow(p['window'])
-            # sampled stages: joint-states receive -> output receive, one clock (ReceiveLatency)
-            self._sampled_latency = ReceiveLatency()
             self._missed: dict[int, tuple[int, int]] = {}   # frame -> (miss wall ns, tick source)
             self._tick_source = 0
             self._settled = 0          # commands taken in _settle that arrived after their tick
             self._settle_max_ns = 0    # the longest wall wait for one of them
-            self._detect = LatencyWindow(max(p['window'], 1000))
             self._reaction = LatencyWindow(max(p['window'], 1000))
             self._wake_delay = LatencyWindow(max(p['window'], 1000))
-            self._frame_stages: set[str] = set()   # stages seen answering camera frames
             self._own_stops: deque[int] = deque(maxlen=64)
             self._opening_m: float | None = None
             self._joint_raw: bytes | None = None
@@ -474,22 +460,11 @@ class DeadlineMonitor(StageNode):
             self._commanded_opening: float | None = None
             self._force_raw: bytes | None = None
             self._own_holds: deque[int] = deque(maxlen=64)
-            self._controller_enabled = True
-            self._deactivation = 'not needed'
-            self._armed = False
-            self._on_time_streak = 0
-            self._grace_end_ns = 0
-            self._late_commands = 0
-            self._unarmed_expired = 0
-            self._reasons: dict[str, int] = {}
-            self._frames_ok = 0
 
     def activate_stage(self) -> None:
         """Start enforcing (after a warm-up grace or the first on-time command)."""
         self._reset_state()
         with self._lock:
-            self._grace_end_ns = self._now_ns() + int(
-                self.params['startup_grace_s'] * NS_PER_S)
             self._active = True
         self._wake.trigger()
 
@@ -669,11 +644,11 @@ class DeadlineMonitor(StageNode):
             due = [self._clock_map.to_wall(t) for t in (self._camera_watch.next_check_ns(),
                                                         self._gripper_watch.next_check_ns())
                    if t is not None]
-            deadline = self._tracker.next_deadline()
+            deadline = self._judge.tracker.next_deadline()
             if deadline is not None:
                 due.append(deadline)
-            if not self._armed:
-                due.append(self._grace_end_ns)
+            if not self._judge.armed:
+                due.append(self._judge.grace_end_ns)
             expected = self._next_frame_check_ns()
         camera = expected is None or expected <= now
         if not camera:
@@ -685,10 +660,10 @@ class DeadlineMonitor(StageNode):
 
     def _next_frame_check_ns(self) -> int | None:
         """See :func:`next_frame_check_ns`; None while no frame was seen."""
-        last = self._tracker.last_stamp_ns
+        last = self._judge.tracker.last_stamp_ns
         if last is None:
             return None
-        return next_frame_check_ns(last, self._period_ns, self._camera_interval_ns,
+        return next_frame_check_ns(last, self._period_ns, self._judge.camera_interval_ns,
                                    self._budget_ns)
 
     @staticmethod
@@ -729,10 +704,10 @@ class DeadlineMonitor(StageNode):
         from ``index`` on are still to be handled) after the tick.
         """
         def expiring() -> bool:
-            deadline = self._tracker.next_deadline()
+            deadline = self._judge.tracker.next_deadline()
             return deadline is not None and deadline <= tick.stamp
 
-        if not self._controller_enabled or not expiring():
+        if not self._judge.controller_enabled or not expiring():
             return
         commands = [e for e in self._inputs if e.command]
         for item in taken[index:]:
@@ -772,10 +747,7 @@ class DeadlineMonitor(StageNode):
             return
         last, last_info = taken
         with contextlib.suppress(ValueError):
-            latency = self._sampled_latency.input(header_stamp_ns(last),
-                                                  self._received_wall_ns(last_info))
-            if latency is not None:
-                self._sampled_stage_latency(latency)
+            self._judge.sampled_input(header_stamp_ns(last), self._received_wall_ns(last_info))
         seq = last_info.get('publication_sequence_number') if isinstance(last_info, dict) \
             else None
         count = 1
@@ -811,140 +783,31 @@ class DeadlineMonitor(StageNode):
 
     def _on_message(self, entry: _Input, stamp: int, now: int, data: bytes,
                     received: int | None = None) -> None:
+        judge = self._judge
         if entry.camera:
-            self._on_camera(stamp, now)
+            self._camera_watch.seen(self._watch_ns(now))
+            self._carry_out(judge.camera(stamp, now))
             return
         for stage in entry.stages:
-            self._on_stage(stage, stamp, now, received)
+            judge.stage(stage, stamp, now, received)
         if entry.gripper_command and stamp not in self._own_holds:
             self._force_raw = data    # deserialized only when a hold needs the force
         if entry.command:
             if stamp in self._own_stops:
                 self._own_stops.remove(stamp)
                 return
-            self._on_command(stamp, now)
-
-    def _on_camera(self, stamp: int, now: int) -> None:
-        self._camera_watch.seen(self._watch_ns(now))
-        last = self._tracker.last_stamp_ns
-        if last is not None and stamp < last:
-            self._in_order.clear()   # time jumped back: the tracker forgets its frames too
-        if last is not None and 0 < stamp - last < 2 * self._period_ns:
-            self._camera_interval_ns = stamp - last
-        frame = self._tracker.open(stamp)
-        if frame is None or frame.command_ns is None:
-            return
-        # Its command came before its camera_info did (different topics).
-        if frame.command_ns <= frame.deadline_ns:
-            self._frame_on_time(frame.stamp_ns, frame.command_ns)
-        else:
-            self._miss(frame.stamp_ns, 'deadline_miss', frame.deadline_ns, now,
-                       self._frame_detail(frame))
-
-    def _sampled_stage_latency(self, latency: int) -> None:
-        for stage in self.params['sampled_stages']:
-            stats = self._stages.get(stage)
-            if stats is not None:
-                stats.latency.add(latency)
-                if latency > stats.budget_ns:
-                    stats.over_budget += 1
-
-    def _on_stage(self, stage: str, stamp: int, now: int, received: int | None = None) -> None:
-        stats = self._stages[stage]
-        stats.last_ns = now
-        if stage == self._command_stage:
-            return   # its own time is measured when the command closes the frame
-        if stage in self.params['sampled_stages']:
-            # On the gripper's clock: timed from its joint-states input, both receive times
-            # on this host's clock (now - stamp mixed two clocks and went negative).
-            # It is no part of any frame either, even when its sensor stamp equals a camera
-            # stamp (in simulation every 16th does): else a frame would wait for it, and with
-            # the controller off no frame would be healthy.
-            if received is not None:
-                latency = self._sampled_latency.output(stamp, received)
-                if latency is not None:
-                    self._sampled_stage_latency(latency)
-            return
-        latency = now - stamp
-        stats.latency.add(latency)
-        if latency > stats.budget_ns:
-            stats.over_budget += 1
-        if self._tracker.last_stamp_ns is not None and stamp >= (
-                self._tracker.last_stamp_ns - 4 * self._budget_ns):
-            # It answers camera frames, on time or not: with the controller off, a frame is
-            # healthy only when every such stage met its deadline. (Learning this from on-time
-            # frames only left a stage that was late from the start out of that judgement.)
-            self._frame_stages.add(stage)
-            self._tracker.stage_done(stage, stamp, now)
-
-    def _on_command(self, stamp: int, now: int) -> None:
-        result, frame = self._tracker.command(stamp, now)
-        if result is CommandResult.ON_TIME:
-            self._frame_on_time(stamp, now, frame)
-        elif result is CommandResult.LATE:
-            self._late_commands += 1
-
-    def _frame_on_time(self, stamp: int, now: int, frame: Any = None) -> None:
-        if not self._armed:
-            self._on_time_streak += 1
-            self._armed = self._on_time_streak >= self.params['arm_after_on_time']
-        self._frames_ok += 1
-        self._e2e.add(now - stamp)
-        if self._command_stage is not None:
-            upstream = [t for s, t in (frame.stages.items() if frame else ())
-                        if s != self._command_stage]
-            own = now - max(upstream) if upstream else now - stamp
-            stats = self._stages[self._command_stage]
-            stats.latency.add(own)
-            if own > stats.budget_ns:
-                stats.over_budget += 1
-        self._frame_outcome(stamp, None)
-
-    def _frame_outcome(self, stamp: int, miss: tuple[str, str] | None) -> None:
-        """Count frame ``stamp`` as healthy (``miss`` None) or missed, in frame order.
-
-        The safe stop of a miss is out already; only the consecutive count waits until every
-        older frame has its outcome (see :class:`StampOrder`).
-        """
-        self._in_order.add(stamp, miss)
-        self._release_outcomes()
-
-    def _release_outcomes(self) -> None:
-        for _, miss in self._in_order.release(self._tracker.oldest_open_stamp()):
-            if miss is None:
-                self._healthy()
-            else:
-                self._count_miss(miss)
-
-    def _healthy(self) -> None:
-        if self._health.ok():
-            note = ('' if self._controller_enabled else
-                    f"; '{self.params['controller_node']}' stays inactive until ~/reactivate")
-            self.get_logger().info(f'loop healthy for {self._health.healthy_to_ok} periods: '
-                                   f'OK{note}')
+            self._carry_out(judge.command(stamp, now))
 
     def _enforce(self, now: int) -> None:
-        """Declare every miss that is due at ``now``."""
-        enforcing = self._armed or now >= self._grace_end_ns
-        if enforcing and not self._armed:
-            self._armed = True
-            self.get_logger().warn('no on-time command within startup_grace_s: enforcing')
-        for frame in self._tracker.expire(now):
-            if not enforcing:
-                self._unarmed_expired += 1
-                self._on_time_streak = 0   # the warm-up streak must be consecutive
-            elif not self._controller_enabled and self._pipeline_ok(frame):
-                self._frame_outcome(frame.stamp_ns, None)
-            else:
-                self._miss(frame.stamp_ns, 'deadline_miss', frame.deadline_ns, now,
-                           self._frame_detail(frame))
-        self._release_outcomes()   # held behind frames that expired unenforced
-        if not enforcing:
+        """Declare every miss that is due at ``now`` (frames: the judge; stalls: the watches)."""
+        judge = self._judge
+        self._carry_out(judge.expire(now))
+        if not judge.armed:
             return
         watch_now = self._watch_now(now)   # a stall's due and detection: the watches' clock
         due = self._camera_watch.next_check_ns()
         if self._camera_watch.check(watch_now):
-            self._miss(now, 'camera_stall', due, watch_now)
+            self._carry_out(judge.stall('camera_stall', now, due, watch_now))
         due = self._gripper_watch.next_check_ns()
         if due is not None and watch_now >= due:
             self._poll_joint_states()   # drained only now: it may have come after all
@@ -954,52 +817,30 @@ class DeadlineMonitor(StageNode):
                 self.get_logger().warn(
                     f'gripper joint states silent for {_ms(watch_now - watch.last_ns)} ms '
                     f'(period {_ms(watch.period_ns() or 0)} ms)', throttle_duration_sec=1.0)
-                self._miss(now, 'gripper_stall', due, watch_now)
+                self._carry_out(judge.stall('gripper_stall', now, due, watch_now))
 
-    def _pipeline_ok(self, frame: Any) -> bool:
-        """With the controller off, a frame is healthy when every stage met the deadline."""
-        return all(frame.stages.get(s, frame.deadline_ns + 1) <= frame.deadline_ns
-                   for s in self._frame_stages)
-
-    def _frame_detail(self, frame: Any) -> str:
-        # The stages that complete camera frames (not the gripper-rate grasp_state).
-        stages = [s for s in self._stages if s in self._frame_stages] or [
-            s for s in self._stages
-            if s != self._command_stage and s not in self.params['sampled_stages']]
-        return frame_report(frame, stages)
-
-    def _miss(self, stamp: int, reason: str, deadline: int, detected: int,
-              detail: str = '') -> None:
-        """Safe stop now, then the bookkeeping."""
-        self._detect.add(max(0, detected - deadline))
-        t0 = time.perf_counter_ns()   # wall time on simulated time too
-        self._publish_safe_stop(stamp, reason)
-        self._reaction.add(time.perf_counter_ns() - t0)
-        self._reasons[reason] = self._reasons.get(reason, 0) + 1
-        if self._sim_time and reason == 'deadline_miss':
-            self._missed[stamp] = (time.time_ns(), self._tick_source)   # for _report_late
-            while len(self._missed) > 32:
-                self._missed.pop(next(iter(self._missed)))
-        what = (f'{reason}: frame {stamp / NS_PER_S:.3f}', detail)
-        if reason == 'deadline_miss':
-            self._frame_outcome(stamp, what)
-        else:
-            self._count_miss(what)   # a stall has no frame: counted when declared
-
-    def _count_miss(self, what: tuple[str, str]) -> None:
-        """Count a miss; ``what``: (reason and frame, detail) for the log line."""
-        to_error = self._health.miss()
-        head, detail = what
-        self.get_logger().warn(
-            f'{head} ({detail + "; " if detail else ""}consecutive misses '
-            f'{self._health.consecutive}); safe stop published', throttle_duration_sec=1.0)
-        if to_error and self._controller_enabled:
-            self._controller_enabled = False
-            self._deactivation = 'requested'
-            self.get_logger().error(
-                f'{self._health.consecutive} consecutive misses: deactivating '
-                f"'{self.params['controller_node']}' (ERROR)")
-            self._requests.put('deactivate')
+    def _carry_out(self, verdicts: list) -> None:
+        """Do what the judge decided, in its order (a safe stop before its log line)."""
+        for verdict in verdicts:
+            if isinstance(verdict, SafeStop):
+                t0 = time.perf_counter_ns()   # wall time on simulated time too
+                self._publish_safe_stop(verdict.stamp_ns, verdict.reason)
+                self._reaction.add(time.perf_counter_ns() - t0)
+                if self._sim_time and verdict.reason == 'deadline_miss':
+                    # for _report_late
+                    self._missed[verdict.stamp_ns] = (time.time_ns(), self._tick_source)
+                    while len(self._missed) > 32:
+                        self._missed.pop(next(iter(self._missed)))
+            elif isinstance(verdict, Note):
+                log = self.get_logger()
+                if verdict.level == 'info':
+                    log.info(verdict.text)
+                elif verdict.level == 'error':
+                    log.error(verdict.text)
+                else:
+                    log.warn(verdict.text, throttle_duration_sec=1.0)
+            elif isinstance(verdict, Deactivate):
+                self._requests.put('deactivate')
 
     def _report_late(self, item: _Taken) -> None:
         """Say how a command that came after its frame's miss relates to the miss (sim time)."""
@@ -1056,14 +897,14 @@ class DeadlineMonitor(StageNode):
                 result = f'failed: {type(exc).__name__}: {exc}'
                 self.get_logger().error(f'could not deactivate the controller: {result}')
             with self._lock:
-                self._deactivation = result
+                self._judge.deactivation = result
 
     def _on_reactivate(self, request: Trigger.Request,
                        response: Trigger.Response) -> Trigger.Response:
         controller = self._controller
         with self._lock:
-            level, run = self._health.level, self._health.healthy_run
-            need = self._health.healthy_to_ok
+            level, run = self._judge.health.level, self._judge.health.healthy_run
+            need = self._judge.health.healthy_to_ok
         if controller is None or not self._active:
             response.success, response.message = False, 'monitor is not active'
             return response
@@ -1080,13 +921,7 @@ class DeadlineMonitor(StageNode):
             self.get_logger().error(response.message)
             return response
         with self._lock:
-            self._controller_enabled = True
-            self._deactivation = 'not needed'
-            # the controller needs a moment to answer frames again: re-arm like at start
-            self._armed = False
-            self._on_time_streak = 0
-            self._grace_end_ns = self._now_ns() + int(
-                self.params['startup_grace_s'] * NS_PER_S)
+            self._judge.reactivated(self._now_ns())
         response.success = True
         response.message = f"'{controller.target}' reactivated"
         self.get_logger().info(response.message)
@@ -1097,32 +932,32 @@ class DeadlineMonitor(StageNode):
         """Loop numbers as a dict (also used by the benchmark and tests in-process)."""
         with self._lock:
             return {
-                'state': self._health.level.name,
-                'frames': self._tracker.opened,
-                'frames_ok': self._frames_ok,
-                'misses': self._health.misses,
-                'consecutive_misses': self._health.consecutive,
-                'healthy_run': self._health.healthy_run,
-                'late_commands': self._late_commands,
+                'state': self._judge.health.level.name,
+                'frames': self._judge.tracker.opened,
+                'frames_ok': self._judge.frames_ok,
+                'misses': self._judge.health.misses,
+                'consecutive_misses': self._judge.health.consecutive,
+                'healthy_run': self._judge.health.healthy_run,
+                'late_commands': self._judge.late_commands,
                 'settled_commands': self._settled,
                 'settle_max_ms': self._settle_max_ns / NS_PER_MS,
-                'unenforced_frames': self._unarmed_expired,
+                'unenforced_frames': self._judge.unarmed_expired,
                 'camera_stalls': self._camera_watch.stalls,
                 'gripper_stalls': self._gripper_watch.stalls,
                 'clock_steps': self._clock_map.steps,
-                'e2e_p50_ms': self._e2e.percentile_ms(50),
-                'e2e_p99_ms': self._e2e.percentile_ms(99),
-                'detect_p50_ms': self._detect.percentile_ms(50),
-                'detect_p99_ms': self._detect.percentile_ms(99),
-                'detect_max_ms': self._detect.max_ms(),
+                'e2e_p50_ms': self._judge.e2e.percentile_ms(50),
+                'e2e_p99_ms': self._judge.e2e.percentile_ms(99),
+                'detect_p50_ms': self._judge.detect.percentile_ms(50),
+                'detect_p99_ms': self._judge.detect.percentile_ms(99),
+                'detect_max_ms': self._judge.detect.max_ms(),
                 'wake_p50_ms': self._wake_delay.percentile_ms(50),
                 'wake_p99_ms': self._wake_delay.percentile_ms(99),
                 'reaction_p50_ms': self._reaction.percentile_ms(50),
                 'reaction_p99_ms': self._reaction.percentile_ms(99),
-                'controller': 'enabled' if self._controller_enabled
+                'controller': 'enabled' if self._judge.controller_enabled
                 else 'deactivated by monitor',
-                'deactivation': self._deactivation,
-                'armed': self._armed,
+                'deactivation': self._judge.deactivation,
+                'armed': self._judge.armed,
             }
 
     def _publish_diagnostics(self) -> None:
@@ -1133,7 +968,7 @@ class DeadlineMonitor(StageNode):
         array.header.stamp = self.get_clock().now().to_msg()
         now = self._now_ns()
         with self._lock:
-            for stage, stats in self._stages.items():
+            for stage, stats in self._judge.stages.items():
                 status = DiagnosticStatus(name=f'{name}: {stage}', hardware_id='edge_loop')
                 p50, p99 = stats.latency.percentile_ms(50), stats.latency.percentile_ms(99)
                 over_new = stats.over_budget > stats.reported_over
@@ -1154,8 +989,8 @@ class DeadlineMonitor(StageNode):
                 ]
                 array.status.append(status)
             snap = self.snapshot()
-            level = self._health.level
-            reasons = dict(self._reasons)
+            level = self._judge.health.level
+            reasons = dict(self._judge.reasons)
         loop = DiagnosticStatus(name=f'{name}: loop', hardware_id='edge_loop',
                                 level=_LEVEL_BYTE[level])
         if level is Level.OK:
@@ -1187,7 +1022,7 @@ class DeadlineMonitor(StageNode):
             'detect_delay_p50_ms': _fmt(snap['detect_p50_ms']),
             'detect_delay_p99_ms': _fmt(snap['detect_p99_ms']),
             'detect_delay_max_ms': _fmt(snap['detect_max_ms']),
-            'detect_samples': str(self._detect.total),
+            'detect_samples': str(self._judge.detect.total),
             'wake_delay_p50_ms': _fmt(snap['wake_p50_ms']),
             'wake_delay_p99_ms': _fmt(snap['wake_p99_ms']),
             'reaction_p50_ms': _fmt(snap['reaction_p50_ms']),

@@ -368,3 +368,75 @@ def test_receive_latency_pairs_input_and_output_by_stamp_on_one_clock():
     assert lat.output(stamp_ns=3009 * MS, received_ns=6_001 * MS) == 1 * MS
     lat.clear()
     assert lat.output(stamp_ns=3008 * MS, received_ns=6_001 * MS) is None
+
+
+def _judge(**kw):
+    from edge_loop.kernels.deadline import JudgeConfig, LoopJudge
+
+    cfg = JudgeConfig(budget_ns=BUDGET, period_ns=PERIOD,
+                      stages=(('object_locator', '/edge_loop/objects', 30 * MS),
+                              ('grasp_state', '/edge_loop/grasp_state', 10 * MS),
+                              ('pick_controller', '/edge_loop/cmd/arm', 10 * MS)),
+                      command_stage='pick_controller', sampled_stages=('grasp_state',),
+                      misses_to_deactivate=2, healthy_periods_to_ok=3, arm_after_on_time=2,
+                      startup_grace_ns=1_000 * MS, **kw)
+    return LoopJudge(cfg, start_ns=0)
+
+
+def test_loop_judge_without_ros_stops_missed_frames_and_deactivates_after_misses_in_a_row():
+    from edge_loop.kernels.deadline import Deactivate, Note, SafeStop
+
+    judge = _judge()
+    t = 10_000 * MS
+    for k in range(2):   # two on-time frames arm it (arm_after_on_time) before the grace ends
+        stamp = t + k * PERIOD
+        assert judge.camera(stamp, stamp + 1 * MS) == []
+        judge.stage('object_locator', stamp, stamp + 20 * MS)
+        assert judge.command(stamp, stamp + 30 * MS) == []
+    assert judge.armed and judge.frames_ok == 2
+    assert judge.stages['object_locator'].latency.percentile_ms(50) == 20.0
+    assert judge.stages['pick_controller'].latency.percentile_ms(50) == 10.0   # its own time
+    # two frames without a command: a safe stop each at expiry, then the deactivation
+    verdicts = []
+    for k in (2, 3):
+        stamp = t + k * PERIOD
+        judge.camera(stamp, stamp + 1 * MS)
+        judge.stage('object_locator', stamp, stamp + 20 * MS)
+        assert judge.expire(stamp + BUDGET - 1) == []            # not due yet
+        verdicts += judge.expire(stamp + BUDGET + 1 * MS)
+    stops = [v for v in verdicts if isinstance(v, SafeStop)]
+    assert [(v.stamp_ns, v.reason) for v in stops] == [(t + 2 * PERIOD, 'deadline_miss'),
+                                                       (t + 3 * PERIOD, 'deadline_miss')]
+    assert all(v.detected_ns - v.deadline_ns == 1 * MS for v in stops)
+    assert [v for v in verdicts if isinstance(v, Deactivate)] == [Deactivate(2)]
+    assert any(isinstance(v, Note) and 'object_locator 20.0 ms' in v.text for v in verdicts)
+    assert not judge.controller_enabled and judge.health.level.name == 'ERROR'
+    # a late command for a missed frame is counted, not a second stop
+    assert judge.command(t + 3 * PERIOD, t + 3 * PERIOD + BUDGET + 5 * MS) == []
+    assert judge.late_commands == 1
+    # a stall is a miss without a frame
+    (stop, *rest) = judge.stall('camera_stall', t + 5_000 * MS, t + 4_900 * MS, t + 5_000 * MS)
+    assert stop == SafeStop(t + 5_000 * MS, 'camera_stall', t + 4_900 * MS, t + 5_000 * MS)
+    assert judge.reasons == {'deadline_miss': 2, 'camera_stall': 1}
+    # with the controller off, frames whose stages met the deadline are healthy: back to OK
+    notes = []
+    for k in range(10, 13):
+        stamp = t + k * PERIOD
+        judge.camera(stamp, stamp + 1 * MS)
+        judge.stage('object_locator', stamp, stamp + 20 * MS)
+        notes += judge.expire(stamp + BUDGET + 1 * MS)
+    assert judge.health.level.name == 'OK'
+    assert any(isinstance(n, Note) and 'stays inactive until ~/reactivate' in n.text
+               for n in notes)
+    judge.reactivated(t + 20_000 * MS)
+    assert judge.controller_enabled and not judge.armed
+    assert judge.grace_end_ns == t + 21_000 * MS
+
+
+def test_loop_judge_times_a_sampled_stage_from_its_input_on_one_clock():
+    judge = _judge()
+    # grasp_state's stamp is ahead of the frame clock: only receive times count
+    judge.stage('grasp_state', stamp=5_000 * MS, now=4_990 * MS, received=7_003 * MS)
+    judge.sampled_input(stamp=5_000 * MS, received=7_001 * MS)
+    assert judge.stages['grasp_state'].latency.values_ms() == [2.0]
+    assert 'grasp_state' not in judge.frame_stages

@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: 2026 edge_loop developers
 # SPDX-License-Identifier: Apache-2.0
-"""Deadline bookkeeping of the pick loop: frames, latency windows, misses, health state.
+"""Deadline bookkeeping parts of the pick loop: frames, latency windows, misses, health state.
 
 Pure logic on integer nanoseconds (no clock, no rclpy): the deadline monitor node feeds it
 receive times from its clock, so the same code runs on real and simulated time and the unit
