@@ -45,8 +45,9 @@ from edge_loop.kernels import occupancy as occ
 from edge_loop.kernels.gpu import grasp as ggrasp
 from edge_loop.kernels.gpu import locator as gloc
 from edge_loop.kernels.gpu import occupancy as gocc
+from edge_loop.kernels.gpu.graphs import GraphCache
 from edge_loop.kernels.gpu.loop import gpu_loop_step
-from edge_loop.kernels.gpu.segnet import segnet_torch_on, torch_segnet
+from edge_loop.kernels.gpu.segnet import torch_segnet
 from edge_loop.kernels.gpu.transfer import HANDOFF_METHODS, CopyLedger, Handoff, unified_memory
 from edge_loop.kernels.grasp_planner import plan_grasp
 from edge_loop.kernels.object_locator import (
@@ -204,37 +205,69 @@ def bench_size(name: str, w: int, h: int, devices: list[torch.device], repeats: 
         frame.close()
 
 
+def gpu_stage_fns(dev: torch.device, intr, ext, target) -> dict[str, Callable[..., object]]:
+    """Per stage: host-or-device tensors in, the small result on the host out (CUDA graphs).
+
+    What a GPU-placed node would run per frame: one graph replay per stage, the inputs copied
+    into the graph's buffers (from registered/pinned host memory that is a plain DMA) and
+    only the small result brought back (grid, packed masks, candidate numbers, logits).
+    """
+    tm = gocc.TorchOccupancyMapper(device=dev)
+    caches = {name: GraphCache(dev) for name in ('masks', 'grasp', 'segnet')}
+    key = (intr, ext.rotation.tobytes(), ext.translation.tobytes())
+    block, centroid = ggrasp.target_block(target.points)
+    block_t, centroid_t = torch.from_numpy(block), torch.from_numpy(centroid)
+    models = {dt: torch_segnet(dev, dt) for dt in (torch.float32, torch.float16)}
+
+    def masks(depth_t, color_t):
+        def make():
+            def step(d, c):
+                r = gloc.pixel_masks(c, d, intr, ext)
+                return gloc.pack_mask(r.fg), gloc.pack_mask(r.cut)
+            return step
+        fg, cut = caches['masks'].run(key, make, depth_t, color_t)
+        return fg.cpu(), cut.cpu()
+
+    def grasp(depth_t):
+        def make():
+            def step(d, pts, c):
+                return ggrasp.candidate_table(pts, c, ggrasp.obstacle_points(d, intr, ext))
+            return step
+        table = caches['grasp'].run(key, make, depth_t, block_t, centroid_t)
+        return ggrasp.grasps_from_table(table.cpu().numpy(), centroid)
+
+    def seg(x_t, dtype=torch.float32):
+        model = models[dtype]
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            return caches['segnet'].run((dtype,), lambda: (lambda t: model(t.to(dtype)).float()),
+                                        x_t).cpu()
+
+    return {'occupancy': lambda depth_t: tm.update_tensor(depth_t, intr, ext).cpu(),
+            'masks': masks, 'grasp': grasp, 'segnet': seg,
+            'segnet fp16': lambda x_t: seg(x_t, torch.float16)}
+
+
 def bench_device(name: str, frame: ShmFrame, intr, ext, target, x: np.ndarray,
                  dev: torch.device, repeats: int, rows: list[dict]) -> None:
     """Compute (inputs on the device) and handoff per method for each stage on ``dev``."""
     handoff = Handoff(dev, 'pageable')
     color_t, depth_t = handoff.to_device(frame.color), handoff.to_device(frame.depth)
-    tgt_t = torch.from_numpy(np.ascontiguousarray(target.points, np.float32)).to(dev)
     x_t = torch.from_numpy(x).to(dev)
-    tm = gocc.TorchOccupancyMapper(device=dev)
-    net16 = torch_segnet(dev, torch.float16)
-    half_ok = dev.type == 'cuda'
-
-    def seg(dtype: torch.dtype) -> Callable[[], object]:
-        model = torch_segnet(dev, dtype)
-        return lambda: model(x_t.to(dtype)).float().cpu()
-
+    fns = gpu_stage_fns(dev, intr, ext, target)
     stages: dict[str, tuple[Callable[[], object], list[np.ndarray]]] = {
-        'occupancy': (lambda: tm.update_tensor(depth_t, intr, ext).cpu(), [frame.depth]),
-        'object_locator (per-pixel part)': (lambda: [
-            gloc.pack_mask(m).cpu() for m in (lambda r: (r.fg, r.cut))(
-                gloc.pixel_masks(color_t, depth_t, intr, ext))],
-            [frame.color, frame.depth]),
-        'grasp_planner': (lambda: ggrasp.score_candidates(
-            tgt_t, ggrasp.obstacle_points(depth_t, intr, ext)), [frame.depth]),
-        'segnet': (seg(torch.float32), [x]),
+        'occupancy': (lambda: fns['occupancy'](depth_t), [frame.depth]),
+        'object_locator (per-pixel part)': (lambda: fns['masks'](depth_t, color_t),
+                                            [frame.color, frame.depth]),
+        'grasp_planner': (lambda: fns['grasp'](depth_t), [frame.depth]),
+        'segnet': (lambda: fns['segnet'](x_t), [x]),
     }
-    if half_ok:
-        stages['segnet fp16'] = (lambda: net16(x_t.half()).float().cpu(), [x])
+    if dev.type == 'cuda':
+        stages['segnet fp16'] = (lambda: fns['segnet fp16'](x_t), [x])
     with torch.inference_mode():
         for stage, (fn, host_inputs) in stages.items():
             p50, p99 = p50_p99(timed(fn, repeats, dev))
-            rows.append({'size': name, 'stage': stage, 'device': str(dev),
+            rows.append({'size': name, 'stage': stage,
+                         'device': str(dev) if dev.type != 'cpu' else 'cpu (torch)',
                          'compute_p50_ms': p50, 'compute_p99_ms': p99,
                          'handoff': handoff_times(host_inputs, dev, repeats)})
 
@@ -286,25 +319,23 @@ def side_by_side(dev: torch.device, repeats: int) -> list[dict]:
         inp = stage_inputs(frame, 640, 480)
         method = 'registered' if dev.type == 'cuda' else 'pageable'
         h = Handoff(dev, method)
-        mapper, tm = occ.OccupancyMapper(), gocc.TorchOccupancyMapper(device=dev)
-        integrate_gpu = gocc.integrate_on(dev)
-        masks_gpu = gloc.masks_on(dev)
-        grasp_gpu = ggrasp.plan_grasp_on(dev)
-        seg_gpu = segnet_torch_on(dev, torch.float16 if dev.type == 'cuda' else torch.float32)
+        # page-lock the shared-memory block once; the graphs then DMA straight from it
+        color_h, depth_h = h.host_view(frame.color), h.host_view(frame.depth)
+        mapper = occ.OccupancyMapper()
+        fns = gpu_stage_fns(dev, intr, ext, inp['target'])
         x = {segnet.SEGNET_INPUT: inp['segnet_input']}
-        del integrate_gpu, masks_gpu, grasp_gpu   # the loops below use the handoff object
+        x_h = torch.from_numpy(inp['segnet_input'])
 
         def occ_gpu() -> object:
-            return tm.update_tensor(h.to_device(frame.depth), intr, ext).cpu()
+            return fns['occupancy'](depth_h)
 
         def masks() -> object:
-            r = gloc.pixel_masks(h.to_device(frame.color), h.to_device(frame.depth), intr, ext)
-            return gloc.pack_mask(r.fg).cpu(), gloc.pack_mask(r.cut).cpu()
+            return fns['masks'](depth_h, color_h)
 
         def grasp() -> object:
-            d = h.to_device(frame.depth)
-            pts = torch.from_numpy(np.ascontiguousarray(inp['target'].points)).to(dev)
-            return ggrasp.score_candidates(pts, ggrasp.obstacle_points(d, intr, ext))
+            return fns['grasp'](depth_h)
+
+        seg_name = 'segnet fp16' if dev.type == 'cuda' else 'segnet'
 
         pairs = {
             'occupancy': (lambda: mapper.update(frame.depth, intr, ext), occ_gpu),
@@ -313,7 +344,7 @@ def side_by_side(dev: torch.device, repeats: int) -> list[dict]:
             'grasp_planner': (lambda: plan_grasp(frame.depth, intr, ext,
                                                  target=inp['target']), grasp),
             'segnet': (lambda: segnet.load_segnet().logits(x[segnet.SEGNET_INPUT]),
-                       lambda: seg_gpu(x)),
+                       lambda: fns[seg_name](x_h)),
         }
         with torch.inference_mode():
             for stage, (cpu_fn, gpu_fn) in pairs.items():

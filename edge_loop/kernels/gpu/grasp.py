@@ -25,8 +25,10 @@ import numpy as np
 import torch
 
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
+from edge_loop.kernels.gpu.graphs import GraphCache
 from edge_loop.kernels.gpu.locator import world_rays_t
 from edge_loop.kernels.gpu.occupancy import depth_metres
+from edge_loop.kernels.gpu.transfer import as_host_tensor
 from edge_loop.kernels.grasp_planner import DEFAULT_GRASP_PARAMS, GraspParams
 from edge_loop.kernels.grasp_types import PlanarGrasp
 from edge_loop.kernels.object_locator import DetectedObject, check_inputs
@@ -60,18 +62,17 @@ def obstacle_points(depth: torch.Tensor, intr: Intrinsics, ext: Extrinsics,
     return torch.stack([x.reshape(-1), y.reshape(-1), z.reshape(-1)], dim=1)
 
 
-def score_candidates(target: torch.Tensor, obstacles: torch.Tensor,
-                     params: GraspParams = DEFAULT_GRASP_PARAMS,
-                     dtype: torch.dtype = torch.float32) -> list[PlanarGrasp]:
-    """Ranked feasible grasps (best first) of one target's (N, 3) float32 world points."""
+def candidate_table(pts: torch.Tensor, centroid: torch.Tensor, obstacles: torch.Tensor,
+                    params: GraspParams = DEFAULT_GRASP_PARAMS,
+                    dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """(5, K, O) float64: free, quality, s_mid, opening, tcp_z of every candidate.
+
+    ``pts``: the (subsampled) target points, float32, rows of NaN allowed as padding (they
+    fall in no band); ``centroid``: (2,) float64 of the whole target. No host synchronisation:
+    capturable in a CUDA graph.
+    """
     p = params
-    dev = target.device
-    n_all = target.shape[0]
-    if n_all == 0:
-        return []
-    centroid = target[:, :2].to(torch.float64).mean(0)
-    stride = -(-n_all // p.max_target_points)
-    pts = target[::stride]
+    dev = pts.device
     yaws = torch.arange(p.n_angles, dtype=torch.float64, device=dev) * (math.pi / p.n_angles)
     offs = _offsets(p.offsets, dev)
     cos, sin = torch.cos(yaws).to(dtype), torch.sin(yaws).to(dtype)
@@ -110,11 +111,14 @@ def score_candidates(target: torch.Tensor, obstacles: torch.Tensor,
     free = feasible & (hits.sum(0) < p.max_collision_points)
     off_centre = torch.hypot(s_mid, offs)
     quality = 1.0 - opening / p.max_opening - p.centre_weight * off_centre / p.max_opening
-    # one transfer: the candidates' numbers, (5, K, O) float64, and the centroid
-    stacked = torch.stack([free.to(torch.float64), quality, s_mid, opening, tcp_z])
-    host = torch.cat([stacked.reshape(-1), centroid]).cpu().numpy()
-    free_h, quality_h, s_mid_h, opening_h, tcp_h = host[:-2].reshape(stacked.shape)
-    c = host[-2:]
+    return torch.stack([free.to(torch.float64), quality, s_mid, opening, tcp_z])
+
+
+def grasps_from_table(table: np.ndarray, centroid: np.ndarray,
+                      params: GraspParams = DEFAULT_GRASP_PARAMS) -> list[PlanarGrasp]:
+    """Ranked grasps (best first) from :func:`candidate_table`'s numbers, on the host."""
+    p = params
+    free_h, quality_h, s_mid_h, opening_h, tcp_h = table
     k_f, o_f = np.nonzero(free_h > 0)
     q = quality_h[k_f, o_f]
     yaws_h = np.arange(p.n_angles) * (np.pi / p.n_angles)
@@ -124,11 +128,42 @@ def score_candidates(target: torch.Tensor, obstacles: torch.Tensor,
         k, o = k_f[i], o_f[i]
         d = np.array([np.cos(yaws_h[k]), np.sin(yaws_h[k])])
         e = np.array([-np.sin(yaws_h[k]), np.cos(yaws_h[k])])
-        centre_xy = c + d * s_mid_h[k, o] + e * offs_h[o]
+        centre_xy = centroid + d * s_mid_h[k, o] + e * offs_h[o]
         out.append(PlanarGrasp(center=[centre_xy[0], centre_xy[1], tcp_h[k, o]],
                                yaw=float(yaws_h[k]), opening=float(opening_h[k, o]),
                                finger_width=p.finger_width, quality=float(q[i])))
     return out
+
+
+def score_candidates(target: torch.Tensor, obstacles: torch.Tensor,
+                     params: GraspParams = DEFAULT_GRASP_PARAMS,
+                     dtype: torch.dtype = torch.float32) -> list[PlanarGrasp]:
+    """Ranked feasible grasps (best first) of one target's (N, 3) float32 world points."""
+    p = params
+    n_all = target.shape[0]
+    if n_all == 0:
+        return []
+    centroid = target[:, :2].to(torch.float64).mean(0)
+    stride = -(-n_all // p.max_target_points)
+    table = candidate_table(target[::stride], centroid, obstacles, p, dtype)
+    # one transfer: the candidates' numbers and the centroid
+    host = torch.cat([table.reshape(-1), centroid]).cpu().numpy()
+    return grasps_from_table(host[:-2].reshape(table.shape), host[-2:], p)
+
+
+def target_block(points: np.ndarray, params: GraspParams = DEFAULT_GRASP_PARAMS
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """((max_target_points, 3) float32 padded with NaN, (2,) float64 centroid) on the host.
+
+    The fixed shape lets one CUDA graph score every target; the subsampling (every k-th
+    point of a large segment) and the centroid are the planner's.
+    """
+    pts = np.asarray(points, np.float32)
+    centroid = pts[:, :2].mean(axis=0, dtype=np.float64)
+    sub = pts[::-(-len(pts) // params.max_target_points)]
+    block = np.full((params.max_target_points, 3), np.nan, np.float32)
+    block[:len(sub)] = sub
+    return block, centroid
 
 
 def plan_grasp_on(device: str | torch.device, dtype: torch.dtype = torch.float32):
@@ -137,20 +172,30 @@ def plan_grasp_on(device: str | torch.device, dtype: torch.dtype = torch.float32
     The signature of ``plan_grasp(depth, intr, ext, target, params)``.
     """
     dev = torch.device(device)
+    graphs = GraphCache(dev)
 
     def plan(depth_m: np.ndarray, intrinsics: Intrinsics, extrinsics: Extrinsics,
              target: DetectedObject | None = None,
              params: GraspParams | None = None) -> list[PlanarGrasp]:
-        from edge_loop.kernels.gpu.transfer import as_host_tensor
-
         if target is None:
             raise ValueError('the GPU scorer plans for a given target (the locator finds it)')
         check_inputs(None, depth_m, intrinsics)
         p = params or DEFAULT_GRASP_PARAMS
-        d = as_host_tensor(depth_m).to(dev)
-        obstacles = obstacle_points(d, intrinsics, extrinsics, p)
-        pts = torch.from_numpy(np.ascontiguousarray(target.points, np.float32)).to(dev)
-        return score_candidates(pts, obstacles, p, dtype)
+        if len(target.points) == 0:
+            return []
+        block, centroid = target_block(target.points, p)
+        key = (intrinsics, extrinsics.rotation.tobytes(), extrinsics.translation.tobytes(), p,
+               dtype)
+
+        def make():
+            def step(d, pts, c):
+                obstacles = obstacle_points(d, intrinsics, extrinsics, p)
+                return candidate_table(pts, c, obstacles, p, dtype)
+            return step
+
+        table = graphs.run(key, make, as_host_tensor(depth_m), torch.from_numpy(block),
+                           torch.from_numpy(centroid))
+        return grasps_from_table(table.cpu().numpy(), centroid, p)
 
     plan.__name__ = f'plan_grasp_torch_{dev.type}_{str(dtype).removeprefix("torch.")}'
     return plan

@@ -200,16 +200,31 @@ def masks_on(device: str | torch.device, dtype: torch.dtype = torch.float32):
     The signature of :func:`pixel_masks_reference`; the outputs come back as numpy (the height
     image too: the gate compares it, the loop itself leaves it on the device).
     """
+    from edge_loop.kernels.gpu.graphs import GraphCache
     from edge_loop.kernels.gpu.transfer import as_host_tensor
 
     dev = torch.device(device)
+    graphs = GraphCache(dev)
 
     def masks(color_rgb: np.ndarray | None, depth: np.ndarray, intr: Intrinsics,
               ext: Extrinsics, params: LocatorParams = DEFAULT_LOCATOR) -> PixelMasks:
-        color = None if color_rgb is None else as_host_tensor(color_rgb).to(dev)
-        out = pixel_masks(color, as_host_tensor(depth).to(dev), intr, ext, params, dtype)
-        return PixelMasks(out.height.cpu().numpy(), out.fg.cpu().numpy(),
-                          out.cut.cpu().numpy())
+        if np.shape(depth) != (intr.height, intr.width):
+            raise ValueError(f'depth is {np.shape(depth)} but camera_info says '
+                             f'{intr.width}x{intr.height}')
+        key = (intr, ext.rotation.tobytes(), ext.translation.tobytes(), params, dtype,
+               color_rgb is None)
+        inputs = [as_host_tensor(depth)]
+        if color_rgb is not None:
+            inputs.append(as_host_tensor(color_rgb))
+
+        def make():
+            def step(d, c=None):
+                r = pixel_masks(c, d, intr, ext, params, dtype)
+                return r.height, r.fg, r.cut
+            return step
+
+        height, fg, cut = graphs.run(key, make, *inputs)
+        return PixelMasks(height.cpu().numpy(), fg.cpu().numpy(), cut.cpu().numpy())
 
     masks.__name__ = f'pixel_masks_{dev.type}_{str(dtype).removeprefix("torch.")}'
     return masks

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
+from edge_loop.kernels.gpu.graphs import GraphCache
 from edge_loop.kernels.gpu.transfer import as_host_tensor
 from edge_loop.kernels.occupancy import (
     DEFAULT_GRID,
@@ -207,6 +208,7 @@ def integrate_on(device: str | torch.device, dtype: torch.dtype = torch.float32)
     The signature of ``occupancy.integrate``, for the verification harness and the bench.
     """
     dev = torch.device(device)
+    graphs = GraphCache(dev)
 
     def integrate(logodds: np.ndarray, depth_m: np.ndarray, intr: Intrinsics, ext: Extrinsics,
                   spec: GridSpec = DEFAULT_GRID,
@@ -219,8 +221,15 @@ def integrate_on(device: str | torch.device, dtype: torch.dtype = torch.float32)
             depth = depth.astype(np.float32)
         d = as_host_tensor(depth)
         lo = torch.from_numpy(np.ascontiguousarray(logodds, dtype=np.float32))
-        out = integrate_torch(lo.to(dev), d.to(dev), intr, ext, spec, params, dtype)
-        return out.cpu().numpy()
+        if tuple(lo.shape) != spec.shape:
+            raise ValueError(f'log-odds shape {tuple(lo.shape)} does not match the grid '
+                             f'{spec.shape}')
+        key = (intr, ext.rotation.tobytes(), ext.translation.tobytes(), spec, params, dtype)
+
+        def make():
+            return lambda lo_t, d_t: integrate_torch(lo_t, d_t, intr, ext, spec, params, dtype)
+
+        return graphs.run(key, make, lo, d).cpu().numpy()
 
     integrate.__name__ = f'integrate_torch_{dev.type}_{str(dtype).removeprefix("torch.")}'
     return integrate
@@ -241,6 +250,7 @@ class TorchOccupancyMapper:
         self.params = params
         self.device = torch.device(device)
         self.dtype = dtype
+        self._graphs = GraphCache(self.device)
         self.reset()
 
     def reset(self) -> None:
@@ -256,14 +266,28 @@ class TorchOccupancyMapper:
 
     def update_tensor(self, depth: torch.Tensor, intr: Intrinsics,
                       ext: Extrinsics) -> torch.Tensor:
-        """Fuse a depth tensor already on the device; returns the int8 grid on the device."""
-        self.logodds_t = integrate_torch(self.logodds_t, depth, intr, ext, self.spec,
-                                         self.params, self.dtype)
-        self.grid_t = occupancy_grid_torch(self.logodds_t, self.params, self.grid_t)
+        """Fuse a depth tensor (on the device, or a host tensor the graph copies in).
+
+        Returns the int8 grid on the device. On CUDA the whole update is one graph replay.
+        """
+        spec, params, dtype = self.spec, self.params, self.dtype
+        key = (intr, ext.rotation.tobytes(), ext.translation.tobytes(), spec, params, dtype)
+
+        def make():
+            def step(lo, d, prev):
+                new = integrate_torch(lo, d, intr, ext, spec, params, dtype)
+                return new, occupancy_grid_torch(new, params, prev)
+            return step
+
+        prev = self.grid_t if self.grid_t is not None else torch.full(
+            spec.shape, OCC_UNKNOWN, dtype=torch.int8, device=self.device)
+        new, grid = self._graphs.run(key, make, self.logodds_t, depth, prev)
+        # the graph's outputs are its static buffers: keep copies as the state
+        self.logodds_t = new.clone()
+        self.grid_t = grid.clone()
         return self.grid_t
 
     def update(self, depth: np.ndarray, intr: Intrinsics, ext: Extrinsics) -> np.ndarray:
         """Fuse one depth image (uint16 mm or float m, numpy) and return the int8 grid."""
-        d = as_host_tensor(depth).to(self.device)
-        self.grid = self.update_tensor(d, intr, ext).cpu().numpy()
+        self.grid = self.update_tensor(as_host_tensor(depth), intr, ext).cpu().numpy()
         return self.grid

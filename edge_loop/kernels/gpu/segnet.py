@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from edge_loop.kernels.gpu.graphs import GraphCache
 from edge_loop.models import segnet
 from edge_loop.placement import ort_provider_options, ort_providers
 
@@ -42,16 +43,21 @@ def segnet_torch_on(device: str | torch.device, dtype: torch.dtype = torch.float
     float32 (1, 2, 60, 80): 38 kB, not an image.
     """
     dev = torch.device(device)
+    graphs = GraphCache(dev)
 
     def forward(inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         model = torch_segnet(dev, dtype)
         x = torch.from_numpy(np.ascontiguousarray(inputs[segnet.SEGNET_INPUT], np.float32))
+
+        def make():
+            return lambda t: model(t.to(dtype)).to(torch.float32)
+
         # float32 means float32: cuDNN would otherwise round the convolutions' inputs to
         # TF32 (10-bit mantissa) on Ampere and later, an error the float32 gate does not allow
         with torch.inference_mode(), torch.backends.cudnn.flags(
                 enabled=True, allow_tf32=False):
-            out = model(x.to(dev).to(dtype))
-        return [out.to(torch.float32).cpu().numpy()]
+            out = graphs.run((dtype,), make, x)
+        return [out.cpu().numpy()]
 
     forward.__name__ = f'segnet_torch_{dev.type}_{str(dtype).removeprefix("torch.")}'
     return forward

@@ -111,6 +111,22 @@ class Handoff:
             return staging.to(self.device, non_blocking=True)
         return self._register(arr, host).to(self.device, non_blocking=True)
 
+    def host_view(self, arr: np.ndarray) -> torch.Tensor:
+        """The host tensor of ``arr`` made ready for DMA by this method, without moving it.
+
+        ``registered``: the array's buffer page-locked in place (once); ``pinned``: a copy in
+        the staging buffer; otherwise the plain view. For copies a caller makes itself (a CUDA
+        graph's input buffers).
+        """
+        host = as_host_tensor(arr)
+        if self.on_cpu or self.method == 'pageable':
+            return host
+        if self.method == 'pinned':
+            staging = torch.empty(host.shape, dtype=host.dtype, pin_memory=True)
+            staging.copy_(host)
+            return staging
+        return self._register(arr, host)
+
     def _register(self, arr: np.ndarray, host: torch.Tensor) -> torch.Tensor:
         base = np.asarray(arr)
         while isinstance(base.base, np.ndarray):

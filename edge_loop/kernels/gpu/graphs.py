@@ -1,0 +1,74 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""One frame's kernels as one CUDA graph: a launch per frame instead of ~60.
+
+At camera resolutions the torch kernels are launch-bound: the first H200 run
+(``bench/results/placement_h200_eager``) spent ~1.4 ms per stage whatever the frame size,
+against 0.1-0.3 ms of actual GPU work. :class:`GraphedStep` captures a stage's function once
+per input shape (``torch.cuda.CUDAGraph``) into static device buffers; per frame it copies the
+host inputs straight into those buffers (the handoff: pinned or registered host memory makes
+it a plain DMA) and replays the graph.
+
+The captured functions must not synchronise with the host (no ``.cpu()``, no boolean
+indexing), which is how the kernels in this package are written. On a device without graphs
+(the CPU) :func:`graphed` returns the plain function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+
+class GraphedStep:
+    """``fn(*tensors) -> tensor or tuple of tensors`` captured for fixed input shapes."""
+
+    def __init__(self, fn: Callable[..., object], example: Sequence[torch.Tensor],
+                 warmup: int = 3) -> None:
+        self.fn = fn
+        self.static_in = [t.detach().clone() for t in example]
+        stream = torch.cuda.Stream(device=self.static_in[0].device)
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):   # warm-up off the default stream, as torch advises
+            for _ in range(warmup):
+                fn(*self.static_in)
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.static_out = fn(*self.static_in)
+
+    def __call__(self, *inputs: torch.Tensor) -> object:
+        """Copy ``inputs`` (host or device tensors) into the static buffers and replay."""
+        for buf, x in zip(self.static_in, inputs, strict=True):
+            buf.copy_(x, non_blocking=True)
+        self.graph.replay()
+        return self.static_out
+
+
+class GraphCache:
+    """Graphs per (key, input shapes and dtypes), captured on first use, on one device.
+
+    ``key`` names what the captured function closes over (camera, grid, parameters, dtype):
+    a graph replays exactly what was captured, so anything that changes the work must be in
+    the key. On the CPU there is nothing to capture and :meth:`run` calls the function.
+    """
+
+    def __init__(self, device: str | torch.device, max_graphs: int = 16) -> None:
+        self.device = torch.device(device)
+        self.max_graphs = max_graphs
+        self._graphs: dict[tuple, GraphedStep] = {}
+
+    def run(self, key: tuple, make_fn: Callable[[], Callable[..., object]],
+            *inputs: torch.Tensor) -> object:
+        """``make_fn()(*inputs)`` on the device, through its graph on CUDA."""
+        if self.device.type != 'cuda':
+            return make_fn()(*(t.to(self.device) for t in inputs))
+        sig = (key, tuple((tuple(t.shape), t.dtype) for t in inputs))
+        step = self._graphs.get(sig)
+        if step is None:
+            if len(self._graphs) >= self.max_graphs:
+                self._graphs.clear()
+            example = [t.to(self.device) for t in inputs]
+            step = self._graphs[sig] = GraphedStep(make_fn(), example)
+        return step(*inputs)
