@@ -20,7 +20,7 @@ from edge_loop.check import latency, monitor
 from edge_loop.check.items import Status
 from edge_loop.check.runner import CheckOptions, run_check
 
-pytestmark = [pytest.mark.ros]
+pytestmark = [pytest.mark.ros, pytest.mark.slow]   # the whole graph, as the replay test
 
 
 def test_quick_check_passes_and_injected_faults_fail_the_right_items(ros_domain, tmp_path):
