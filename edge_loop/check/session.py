@@ -279,6 +279,14 @@ class CheckSession:
         self._stop_probe = probe
         self.harness.subscribe(DiagnosticArray, topics.DIAGNOSTICS, self.diagnostics.append,
                                QoSProfile(depth=100))
+        # The check's graph must be alone on its domain: a loop already running there would
+        # answer the check's frames and lifecycle calls (same node names).
+        time.sleep(1.0)   # discovery
+        clash = sorted(set(self.names + ['lifecycle_manager'])
+                       & set(self.harness.node.get_node_names()))
+        if clash:
+            raise RuntimeError(f'nodes already running on ROS_DOMAIN_ID {self.domain_id}: '
+                               f'{", ".join(clash)}; stop them or use --domain-id')
         self.graph.start()
         self.graph.wait_active(self.cfg.startup_timeout_s)
         self.started_s = time.monotonic() - t0
