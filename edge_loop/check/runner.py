@@ -80,8 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--calibrate', action='store_true',
                         help='not the target: scale the latency budgets by how much slower '
                         'this machine runs the deployed locator (the page says so)')
-    parser.add_argument('--domain-id', type=int, default=None,
-                        help='ROS_DOMAIN_ID of the check graph (default: the environment)')
+    parser.add_argument('--domain-id', default=None,
+                        help="ROS_DOMAIN_ID of the check graph (default: the environment's); "
+                        "'auto' claims one no other edge_loop test or check holds (CI)")
     parser.add_argument('--memory-config', type=Path, default=None,
                         help='memory budget (default: config/memory.yaml where it exists)')
     parser.add_argument('--require', default='',
@@ -102,7 +103,7 @@ class CheckOptions:
     device: str | None = None
     quick: bool = True
     calibrate: bool = False
-    domain_id: int | None = None
+    domain_id: int | str | None = None    # 'auto': claimed by run()
     memory_config: Path | None = None
     require: frozenset[int] = frozenset()
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -310,12 +311,18 @@ def options_from_args(args: argparse.Namespace) -> CheckOptions:
         raise ValueError(f'params file {params_file} not found')
     if args.bag is not None and not Path(args.bag).exists():
         raise ValueError(f'bag {args.bag} not found')
+    domain = args.domain_id
+    if domain not in (None, 'auto'):
+        try:
+            domain = int(domain)
+        except ValueError:
+            raise ValueError(f"--domain-id {domain!r}: an integer or 'auto'") from None
     require = frozenset(int(x) for x in args.require.replace(' ', '').split(',') if x)
     if not require <= set(range(1, 10)):
         raise ValueError(f'--require {args.require!r}: items are 1..9')
     return CheckOptions(params_file=Path(params_file), out=args.out, bag=args.bag,
                         live=args.live, device=args.device, quick=args.quick,
-                        calibrate=args.calibrate, domain_id=args.domain_id,
+                        calibrate=args.calibrate, domain_id=domain,
                         memory_config=args.memory_config, require=require,
                         overrides=parse_overrides(args.set))
 
@@ -328,7 +335,17 @@ def run(args: argparse.Namespace) -> int:
         print(f'edge-loop check: {exc}', file=sys.stderr)
         return 2
     t0 = time.monotonic()
-    outcome = run_check(opts)
+    lock = None
+    if opts.domain_id == 'auto':
+        from edge_loop.testing import claim_domain_id
+
+        opts.domain_id, lock = claim_domain_id()
+        print(f'edge-loop check: on ROS_DOMAIN_ID {opts.domain_id}')
+    try:
+        outcome = run_check(opts)
+    finally:
+        if lock is not None:
+            lock.close()
     print()
     print(text_table(outcome.items, outcome.header))
     print(f'\npage: {outcome.files["markdown"]} and {outcome.files["html"]} '
