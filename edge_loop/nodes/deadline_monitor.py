@@ -27,6 +27,12 @@ the monitor's CPU in simulation). Each message gets the simulated time of the la
 received before it (DDS receive order), so a command is not judged late because the simulator
 stepped on before the thread woke; deadlines are checked whenever /clock moves, with no wall-clock
 polling. The node's clock (timers, diagnostics stamps) is set from the same messages.
+
+The judgement (frames, misses, health, deactivation) is :class:`~edge_loop.kernels.deadline.
+LoopJudge`; this node only feeds it and carries out its verdicts. It is still about 1000 lines
+because what stays is ROS mechanics the kernel cannot hold: the raw wait-set intake with DDS
+receive stamps, /clock taken in that thread, the simulated-time settle, the content-filtered
+gripper sampling, the safe-stop messages, lifecycle calls from a worker and /diagnostics.
 """
 
 from __future__ import annotations
