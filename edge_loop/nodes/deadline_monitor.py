@@ -28,11 +28,12 @@ received before it (DDS receive order), so a command is not judged late because 
 stepped on before the thread woke; deadlines are checked whenever /clock moves, with no wall-clock
 polling. The node's clock (timers, diagnostics stamps) is set from the same messages.
 
-The judgement (frames, misses, health, deactivation) is :class:`~edge_loop.kernels.deadline.
-LoopJudge`; this node only feeds it and carries out its verdicts. It is still about 1000 lines
-because what stays is ROS mechanics the kernel cannot hold: the raw wait-set intake with DDS
-receive stamps, /clock taken in that thread, the simulated-time settle, the content-filtered
-gripper sampling, the safe-stop messages, lifecycle calls from a worker and /diagnostics.
+The judgement (frames, misses, health, deactivation) is the kernel :class:`LoopJudge`
+(:mod:`edge_loop.kernels.deadline`); this node only feeds it and carries out its verdicts.
+It is still about 1000 lines because what stays is ROS mechanics the kernel cannot hold:
+the raw wait-set intake with DDS receive stamps, /clock taken in that thread, the
+simulated-time settle, the content-filtered gripper sampling, the safe-stop messages,
+lifecycle calls from a worker and /diagnostics.
 """
 
 from __future__ import annotations
