@@ -59,6 +59,7 @@ def on_gpu(factory: str, dtype_name: str, kernel: str):
     becomes ``__wrapped__`` where torch is installed, so the deployment record pins its module.
     """
     module, name = factory.split(':')
+    made: dict[str, object] = {}   # one factory product per device: it holds the CUDA graphs
 
     def run(*args, **kwargs):
         from edge_loop.verify.run import SkipOp
@@ -66,10 +67,12 @@ def on_gpu(factory: str, dtype_name: str, kernel: str):
         device = gpu_device()
         if device is None:
             raise SkipOp(_skip_reason())
-        import torch
+        if device not in made:
+            import torch
 
-        make = getattr(importlib.import_module(module), name)
-        return make(device, getattr(torch, dtype_name))(*args, **kwargs)
+            make = getattr(importlib.import_module(module), name)
+            made[device] = make(device, getattr(torch, dtype_name))
+        return made[device](*args, **kwargs)
 
     run.__name__ = f'{name}_{dtype_name}'
     try:
