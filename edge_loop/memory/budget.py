@@ -71,8 +71,7 @@ class Tenant:
 def decoder_tenant(name: str, cfg: Any, fmt: str, context: int, activations: int,
                    label: str = '') -> Tenant:
     """A decoder's reservation: weights in ``fmt`` + KV cache for ``context`` + activations."""
-    from edge_loop.reasoning.decoder import kv_cache_nbytes, weights_nbytes
-    from edge_loop.reasoning.quant import FORMATS
+    from edge_loop.reasoning.shapes import FORMATS, kv_cache_nbytes, weights_nbytes
 
     if fmt not in FORMATS:
         raise BudgetError(f'decoder format {fmt!r}: must be one of {", ".join(FORMATS)}')
@@ -84,7 +83,7 @@ def decoder_tenant(name: str, cfg: Any, fmt: str, context: int, activations: int
 
 def decoder_reservation(preset: str, fmt: str, context: int, activations: int) -> tuple[int, str]:
     """Bytes and description of a decoder tenant of a named preset shape."""
-    from edge_loop.reasoning.decoder import PRESETS
+    from edge_loop.reasoning.shapes import PRESETS
 
     if preset not in PRESETS:
         raise BudgetError(f'decoder preset {preset!r}: must be one of {", ".join(PRESETS)}')

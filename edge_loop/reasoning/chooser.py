@@ -64,6 +64,7 @@ def tokenizer_for(checkpoint_dir: str | Path | None, vocab_size: int) -> Any:
 
 
 def prompt_for(instruction: str, positions: list[tuple[float, float, float]]) -> str:
+    """The prompt: the instruction, then one line per object (index and position)."""
     lines = [f'Instruction: {instruction.strip()}', 'Objects (x, y, z in metres):']
     lines += [f'{i}: {x:.3f} {y:.3f} {z:.3f}' for i, (x, y, z) in enumerate(positions)]
     return '\n'.join(lines) + '\nPick object '

@@ -24,24 +24,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F  # noqa: N812 - the usual torch alias
 
-FORMATS = ('fp16', 'int8', 'int4')
-INT4_GROUP = 128
+from edge_loop.reasoning.shapes import FORMATS, INT4_GROUP, weight_bytes  # noqa: F401
+
 # Relative error a fused kernel may show against the dequantising reference (both round the
 # same codes; the difference is accumulation order and bf16 vs fp16 activations).
 FAST_KERNEL_RTOL = 2e-2
-
-
-def weight_bytes(out_features: int, in_features: int, fmt: str, group: int = INT4_GROUP,
-                 scale_bytes: int = 2) -> int:
-    """Bytes one ``out x in`` weight takes in ``fmt`` (codes plus scales)."""
-    n = out_features * in_features
-    if fmt == 'fp16':
-        return 2 * n
-    if fmt == 'int8':
-        return n + scale_bytes * out_features
-    if fmt == 'int4':
-        return n // 2 + scale_bytes * out_features * (in_features // group)
-    raise ValueError(f'weight format {fmt!r}: must be one of {", ".join(FORMATS)}')
 
 
 class DenseWeight:

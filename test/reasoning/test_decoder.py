@@ -17,8 +17,8 @@ from edge_loop.reasoning import checkpoint, quant  # noqa: E402
 from edge_loop.reasoning.decoder import (  # noqa: E402
     LLAMA2_7B,
     TINY,
-    DecodeRunner,
     DecoderConfig,
+    DecodeRunner,
     kv_cache_nbytes,
     random_decoder,
     weights_nbytes,
