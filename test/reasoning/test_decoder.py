@@ -163,3 +163,39 @@ def test_runner_greedy_decode_matches_argmax_of_full_forward(tiny_checkpoint):
 def test_context_longer_than_the_model_allows_is_refused():
     with pytest.raises(ValueError, match='max_position_embeddings'):
         random_decoder(TINY, context=TINY.max_position_embeddings + 1)
+
+
+def test_choice_scores_each_index_as_the_full_forward_does(tiny_checkpoint):
+    from edge_loop.reasoning.chooser import ByteTokenizer, choose_target, prompt_for
+
+    directory, _ = tiny_checkpoint
+    dec = checkpoint.load_checkpoint(directory, context=512, dtype=torch.float32)
+    tok = ByteTokenizer(TINY.vocab_size)
+    positions = [(0.01 * i, -0.02 * i, 0.03) for i in range(12)]   # index 10, 11: two bytes
+    choice = choose_target(dec, tok, 'pick the red one', positions)
+    assert 0 <= choice.index < 12 and len(choice.scores) == 12
+    assert choice.scores[choice.index] == max(choice.scores)
+    # real weights but the byte fallback, not the checkpoint's tokenizer: not meaningful
+    assert dec.meaningful and not choice.meaningful
+    prompt = [1] + tok.encode(prompt_for('pick the red one', positions))
+    for index in (3, 11):
+        seq = prompt + tok.encode(str(index))
+        dec.reset()
+        logp = dec.forward(torch.tensor(seq), torch.arange(len(seq))).log_softmax(-1)
+        want = sum(float(logp[k - 1, seq[k]]) for k in range(len(prompt), len(seq)))
+        assert choice.scores[index] == pytest.approx(want, abs=1e-4)
+    assert choose_target(dec, tok, 'anything', []) is None
+
+
+def test_choice_with_random_weights_is_never_meaningful():
+    from edge_loop.reasoning.chooser import choose_target
+
+    class CheckpointTokenizer:
+        real = True
+
+        def encode(self, text):
+            return [5 + (b % 200) for b in text.encode()]
+
+    dec = random_decoder(TINY, context=512, dtype=torch.float32)
+    choice = choose_target(dec, CheckpointTokenizer(), 'pick', [(0.0, 0.0, 0.0), (1.0, 0, 0)])
+    assert choice is not None and not choice.meaningful
