@@ -35,8 +35,8 @@ class NodeSpec:
     namespace: str = ''       # '' or absolute ('/robot1')
     log_level: str = ''       # rcl log level ('' = default)
 
-    def ros_args(self, params_file: Path | None, overrides_dir: Path | None = None
-                 ) -> list[str]:
+    def ros_args(self, params_file: Path | list[Path] | None,
+                 overrides_dir: Path | None = None) -> list[str]:
         """Command-line ROS arguments for this node (what launch_ros would pass).
 
         With ``overrides_dir`` the per-node parameters go into a second params file under the
@@ -48,14 +48,17 @@ class NodeSpec:
             args += ['-r', f'__ns:={self.namespace}']
         if self.log_level:
             args += ['--log-level', self.log_level]
-        if params_file is not None:
-            args += ['--params-file', str(params_file)]
+        files = params_file if isinstance(params_file, (list, tuple)) else (
+            [] if params_file is None else [params_file])
+        for path in files:   # later files win, as launch_ros layers them
+            args += ['--params-file', str(path)]
         if overrides_dir is not None and self.parameters:
             import yaml
 
             overrides_dir.mkdir(parents=True, exist_ok=True)
             path = overrides_dir / f'{self.name}.params.yaml'
-            path.write_text(yaml.safe_dump({self.name: {'ros__parameters': dict(
+            key = f'{self.namespace}/{self.name}' if self.namespace else self.name
+            path.write_text(yaml.safe_dump({key: {'ros__parameters': dict(
                 (k, list(v) if isinstance(v, tuple) else v)
                 for k, v in self.parameters.items())}}))
             args += ['--params-file', str(path)]

@@ -20,17 +20,23 @@ from pathlib import Path
 from typing import Any
 
 from edge_loop import bringup
-from edge_loop.process import NodeProcess, start_node
+from edge_loop.process import NodeProcess
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``edge-loop up`` (mirrors pick.launch.py's launch arguments)."""
+    """Arguments of ``edge-loop up`` (the launch arguments of pick.launch.py, same names)."""
     parser.add_argument('--source', choices=bringup.SOURCES, default='sim',
                         help='camera/gripper source: simulator, bag replay or a real driver')
     parser.add_argument('--bag', help='rosbag2 folder for --source bag')
     parser.add_argument('--transport', choices=bringup.TRANSPORTS, default='shm')
     parser.add_argument('--params-file', type=Path, default=None,
-                        help='ROS params file (default: config/pick.yaml)')
+                        help='ROS params file layered over config/pick.yaml')
+    for name, default, description in bringup.LAUNCH_ARGUMENTS:
+        if name in _SOURCE_ARGUMENTS:
+            continue
+        parser.add_argument('--' + name.replace('_', '-'), dest=name, default=default,
+                            help=f'{description} (launch argument {name}:=, default '
+                                 f'{default!r})')
     parser.add_argument('--stages', nargs='*', default=list(bringup.STAGES),
                         help='subset of stages to start')
     parser.add_argument('--no-monitor', action='store_true', help='without deadline_monitor')
@@ -40,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--duration', type=float, default=0.0,
                         help='stop by itself after this many seconds (0: until Ctrl-C)')
     parser.add_argument('--startup-timeout', type=float, default=60.0)
+
+
+# Launch arguments that ``edge-loop up`` spells its own way (--source, --bag, ...).
+_SOURCE_ARGUMENTS = {'use_sim', 'bag', 'transport', 'params_file', 'rviz'}
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
@@ -59,8 +69,8 @@ def parse_overrides(items: list[str]) -> dict[str, dict[str, Any]]:
 class Graph:
     """A running graph: node processes plus the lifecycle manager."""
 
-    def __init__(self, nodes: list[bringup.NodeSpec], params_file: Path, log_dir: Path,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(self, nodes: list[bringup.NodeSpec], params_file: Path | list[Path],
+                 log_dir: Path, env: dict[str, str] | None = None) -> None:
         self.nodes = nodes
         self.params_file = params_file
         self.log_dir = log_dir
@@ -75,9 +85,11 @@ class Graph:
         self.procs.append(self._start(bringup.manager_spec(self.nodes, autostart=True)))
 
     def _start(self, spec: bringup.NodeSpec) -> NodeProcess:
-        return start_node(spec.executable, self.env, self.log_dir, name=spec.name,
-                          params=spec.parameters, params_file=self.params_file,
-                          remaps=spec.remappings)
+        # The spec's own ros_args: name, namespace, log level, remaps and the params files
+        # layered in order, then its per-node settings (what launch_ros passes).
+        return NodeProcess(f'edge_loop.nodes.{spec.executable}',
+                           spec.ros_args(self.params_file, self.log_dir / 'params'), self.env,
+                           self.log_dir / f'{spec.name}.log', name=spec.name)
 
     def wait_active(self, timeout: float) -> None:
         """Wait until the lifecycle manager has brought every managed node to ``active``.
@@ -125,26 +137,34 @@ def _tail(text: str, lines: int = 30) -> str:
     return '\n'.join(text.splitlines()[-lines:])
 
 
-def build_graph(args: argparse.Namespace) -> tuple[list[bringup.NodeSpec], Path]:
-    """Graph description and params file from parsed arguments."""
+def build_graph(args: argparse.Namespace) -> tuple[list[bringup.NodeSpec], list[Path]]:
+    """Graph description and params files (in layering order) from parsed arguments."""
     extra = parse_overrides(args.set)
-    nodes = bringup.graph(args.source, bag=args.bag, transport=args.transport,
-                          stages=tuple(args.stages), monitor=not args.no_monitor, extra=extra)
-    params_file = args.params_file or bringup.default_params_file()
-    if not Path(params_file).is_file():
-        raise FileNotFoundError(f'params file {params_file} not found')
-    return nodes, Path(params_file)
+    if args.source == 'bag' and not args.bag:
+        raise ValueError("source 'bag' needs a bag path")
+    arguments = {name: str(getattr(args, name)) for name, _, _ in bringup.LAUNCH_ARGUMENTS
+                 if name not in _SOURCE_ARGUMENTS and hasattr(args, name)}
+    arguments.update({'use_sim': str(args.source == 'sim').lower(),
+                      'bag': args.bag if args.source == 'bag' else '',
+                      'transport': args.transport,
+                      'params_file': str(args.params_file) if args.params_file else ''})
+    if args.params_file is not None and not Path(args.params_file).is_file():
+        raise FileNotFoundError(f'params file {args.params_file} not found')
+    work_dir = Path(tempfile.mkdtemp(prefix='edge_loop_up_params_'))
+    plan = bringup.from_arguments(arguments, work_dir, extra=extra,
+                                  stages=tuple(args.stages), monitor=not args.no_monitor)
+    return plan.nodes, plan.params_files
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the graph until Ctrl-C / SIGTERM / --duration; return 0 on a clean stop."""
     try:
-        nodes, params_file = build_graph(args)
+        nodes, params_files = build_graph(args)
     except (ValueError, FileNotFoundError) as exc:
         print(f'edge-loop up: {exc}', file=sys.stderr)
         return 2
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix='edge_loop_up_'))
-    graph = Graph(nodes, params_file, log_dir)
+    graph = Graph(nodes, params_files, log_dir)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from bag_fixtures import write_camera_bag
 from geometry_msgs.msg import TwistStamped
@@ -162,3 +164,44 @@ def test_shm_replay_writes_frames_into_loans(node_procs, harness, tmp_path):
     assert len({ts for ts, _, _ in frames}) == len(frames)
     for ts, color, depth in frames:
         assert color == colors[ts] and depth == depths[ts], f'frame {ts}: bytes differ'
+
+
+def _stamp_ns(msg):
+    return msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
+
+
+def test_waits_for_the_manager_and_resume_then_loops_on_the_bag_clock(
+        node_procs, harness, tmp_path):
+    """wait_for_manager + start_paused hold playback; loop + publish_clock run /clock on."""
+    from rosgraph_msgs.msg import Clock
+    from std_srvs.srv import Trigger
+
+    write_camera_bag(tmp_path / 'bag', frames=3)
+    got = _collect_all(harness)
+    clock = []
+    harness.subscribe(Clock, topics.CLOCK, lambda m: clock.append(
+        m.clock.sec * 10**9 + m.clock.nanosec), QoSProfile(depth=500))
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    active_pub = harness.node.create_publisher(Bool, '/fake_manager/active', latched)
+    _start_player(node_procs, harness, tmp_path / 'bag', rate=4.0, loop=True,
+                  start_paused=True, wait_for_manager='fake_manager', restamp=False,
+                  publish_clock=True)
+    time.sleep(1.5)
+    assert not got and not clock, 'played before the manager reported the graph active'
+    active_pub.publish(Bool(data=True))
+    time.sleep(1.5)
+    assert not got, 'played while start_paused'
+    client = harness.node.create_client(Trigger, '/bag_player/resume')
+    assert client.wait_for_service(timeout_sec=10.0)
+    client.call_async(Trigger.Request())
+    infos = lambda: [_stamp_ns(m) for t, m in got if t == topics.CAMERA_INFO]  # noqa: E731
+    harness.wait_until(lambda: len(infos()) >= 7, 30.0, 'three passes of the bag')
+    stamps = infos()
+    period = 66_666_667
+    # Each pass continues the bag clock one clock period (10 ms) after the last one's end.
+    assert stamps[3] - stamps[2] == 10_000_000, stamps
+    assert stamps[:3] == [stamps[0] + i * period for i in range(3)]
+    assert all(b > a for a, b in zip(stamps, stamps[1:])), 'stamps went back across a loop'
+    ticks = list(clock)
+    assert all(b > a for a, b in zip(ticks, ticks[1:])), '/clock went back'
+    assert set(stamps[:6]) <= set(ticks), 'a frame stamp without its /clock tick'
