@@ -20,10 +20,16 @@ import time
 
 import pytest
 
-from edge_loop.check import latency, lifecycle, resources, verification
+from edge_loop.check import environment, latency, lifecycle, monitor, resources, verification
 from edge_loop.check.items import ItemResult, Status, failing, not_run, page_passes
 from edge_loop.check.page import PageHeader, text_table, write_page
-from edge_loop.check.session import ExitRecord, StepRecord, shm_entries, stop_processes
+from edge_loop.check.session import (
+    ExitRecord,
+    FaultRecord,
+    StepRecord,
+    shm_entries,
+    stop_processes,
+)
 from edge_loop.cli import build_parser
 from edge_loop.paths import config_path
 
@@ -218,3 +224,55 @@ def test_a_required_item_not_run_fails_the_page(tmp_path):
 def test_cli_knows_check():
     args = build_parser().parse_args(['check', '--quick', '--calibrate', '--require', '5,6'])
     assert args.command == 'check' and args.quick and args.calibrate and args.require == '5,6'
+
+
+def _fault(**kw) -> FaultRecord:
+    base = dict(stage='grasp_planner', delay_ms=132.0, monitor_in_graph=True,
+                injected_ns=0, controller_after_fault='inactive', monitor_detect_p99_ms=0.5,
+                monitor_detect_max_ms=0.7, cleared_ns=2_000_000_000, reactivated=True,
+                reactivate_message="'pick_controller' reactivated", recovered_ns=3_000_000_000,
+                controller_after_recovery='active', commands_after_recovery=28,
+                frames_after_recovery=30, stops_after_recovery=0)
+    base.update(kw)
+    # Three misses, each stop 3 ms after its frame's deadline (stamp + 66 ms).
+    stops = [(s, s + 69_000_000, 'deadline_miss') for s in (10**9, 10**9 + 66_666_667,
+                                                          10**9 + 133_333_333)]
+    return FaultRecord(**{**base, 'stops': base.get('stops', stops)})
+
+
+def test_monitor_that_stops_and_recovers_passes():
+    item = monitor.judge_monitor(_fault(), 66.0, 3)
+    assert item.status is Status.PASS, item.fix
+    assert 'stop 3.0 ms after the deadline' in item.measured
+
+
+def test_disabled_or_late_monitor_fails_item_2():
+    silent = monitor.judge_monitor(_fault(stops=[], controller_after_fault='active'), 66.0, 3)
+    assert silent.status is Status.FAIL and 'no safe stop' in silent.measured
+    absent = monitor.judge_monitor(_fault(monitor_in_graph=False), 66.0, 3)
+    assert absent.status is Status.FAIL and 'not --no-monitor' in absent.fix
+    late = _fault(stops=[(10**9, 10**9 + 66_000_000 + 45_000_000, 'deadline_miss')])
+    assert monitor.judge_monitor(late, 66.0, 3).fix.startswith('safe stop 45.0 ms after')
+    stuck = monitor.judge_monitor(_fault(reactivated=False, controller_after_recovery='inactive'),
+                                  66.0, 3)
+    assert stuck.status is Status.FAIL and 'did not recover' in stuck.fix
+
+
+def test_settings_that_did_not_take_effect_fail_item_8():
+    cpus = frozenset(os.sched_getaffinity(0))
+    params = {'object_locator': {'transport': 'shm', 'use_sim_time': False,
+                                 'cpu_affinity': '', 'nice': 0}}
+    ok = environment.judge_settings(params, {'object_locator': (cpus, 0)}, {}, {}, True)
+    assert ok.status is Status.PASS, ok.fix
+    sim = {'object_locator': {**params['object_locator'], 'use_sim_time': True}}
+    assert 'use_sim_time is true' in environment.judge_settings(
+        sim, {}, {}, {}, True).fix
+    plain = {'object_locator': {**params['object_locator'], 'transport': 'ros'}}
+    assert 'LARGE_DATA' in environment.judge_settings(plain, {}, {}, {}, True).fix
+    assert environment.judge_settings(plain, {}, {'FASTDDS_BUILTIN_TRANSPORTS': 'LARGE_DATA'},
+                                      {}, True).status is Status.PASS
+    pinned = {'object_locator': {**params['object_locator'], 'cpu_affinity': '0'}}
+    item = environment.judge_settings(pinned, {'object_locator': (frozenset({0, 1}), 0)}, {},
+                                      {'cpu0': 'powersave'}, True)
+    assert item.status is Status.FAIL and 'powersave' in item.fix
+    assert any(r[0] == 'object_locator pinning' and r[3] == 'NO' for r in item.rows)
