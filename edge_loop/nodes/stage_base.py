@@ -192,6 +192,9 @@ class StageNode(LifecycleNode):
         self._declare_errors: list[str] = []
         self.frame_reader: Any = None
         self._summary_timer: Any = None
+        # Run (in order) before activate_stage on every activation; one that raises fails the
+        # activation (the deployment gate re-checks the verification record here).
+        self.activation_checks: list[Callable[[], None]] = []
         super().__init__(node_name, **kwargs)
         # Where this node runs, for the lifecycle manager's liveness watch: a process that is
         # gone is noticed at once, one that is merely busy (a 1 s render) is not taken for dead.
@@ -331,6 +334,11 @@ class StageNode(LifecycleNode):
         result = super().on_activate(state)
         if result != TransitionCallbackReturn.SUCCESS:
             return result
+        for check in self.activation_checks:
+            result = self._guarded('activate', check)
+            if result != TransitionCallbackReturn.SUCCESS:
+                super().on_deactivate(state)
+                return result
         result = self._guarded('activate', self.activate_stage)
         if result != TransitionCallbackReturn.SUCCESS:
             super().on_deactivate(state)

@@ -136,16 +136,68 @@ class StageHealth:
         self._publish(DiagnosticStatus.OK, 'ok', None, values)
 
 
+ALLOW_STALE_PARAM = 'allow_stale_verification'
+
+
+def allow_stale_verification(node: Any) -> bool:
+    """The node's ``allow_stale_verification`` parameter (false by default).
+
+    Declared here, on the first configure, for every node that runs the deployment gate, so
+    that each kernel node has it without listing it (overrides from the launch file or the
+    YAML apply at declaration).
+    """
+    if ALLOW_STALE_PARAM in node.params:
+        return bool(node.params[ALLOW_STALE_PARAM])
+    if not node.has_parameter(ALLOW_STALE_PARAM):
+        from rcl_interfaces.msg import ParameterDescriptor, ParameterType
+
+        node.declare_parameter(ALLOW_STALE_PARAM, False, ParameterDescriptor(
+            type=ParameterType.PARAMETER_BOOL, description=(
+                'Run a kernel whose verification is stale (verified with other library '
+                'versions or another accelerator): WARN on every activation instead of '
+                'refusing (docs/verification.md)')))
+    value = node.get_parameter(ALLOW_STALE_PARAM).value
+    if not isinstance(value, bool):
+        raise ConfigError(f"parameter '{ALLOW_STALE_PARAM}' = {value!r}: expected a bool")
+    return value
+
+
+def _verification_check(node: Any, op_names: list[str]) -> None:
+    from edge_loop.verify.gate import DeploymentGateError, check_deployable
+
+    allow = allow_stale_verification(node)
+    try:
+        stale = check_deployable(op_names, node.params['verified_record'] or None,
+                                 allow_stale=allow)
+    except DeploymentGateError as exc:
+        raise ConfigError(f'deployment gate: {exc}') from exc
+    for message in stale:
+        node.get_logger().warning(f'deployment gate: {message} ({ALLOW_STALE_PARAM} is true: '
+                                  'running it anyway)')
+    if not stale:
+        node.get_logger().info(f'deployment gate: {", ".join(op_names)} verified')
+
+
 def check_deployable_or_fail(node: Any, op_names: list[str]) -> None:
-    """The deployment gate in configure (ConfigError with the gate's message)."""
+    """The deployment gate in configure, and again on every activation.
+
+    Raises ConfigError with the gate's message. A stale entry (verified with other library
+    versions, see :mod:`edge_loop.verify.gate`) fails too, unless the node's
+    ``allow_stale_verification`` parameter is true: then it is a WARN, on configure and on
+    every activation.
+    """
     if not node.params['require_verified']:
         node.get_logger().warning('require_verified is false: running a kernel without '
                                   'checking its verification record')
         return
-    from edge_loop.verify.gate import DeploymentGateError, check_deployable
+    _verification_check(node, op_names)
+    checks = getattr(node, 'activation_checks', None)
+    if checks is not None:
+        # A re-configure (after cleanup) replaces the previous configure's check.
+        checks[:] = [c for c in checks if getattr(c, 'deployment_gate', False) is False]
 
-    try:
-        check_deployable(op_names, node.params['verified_record'] or None)
-    except DeploymentGateError as exc:
-        raise ConfigError(f'deployment gate: {exc}') from exc
-    node.get_logger().info(f'deployment gate: {", ".join(op_names)} verified')
+        def on_activate() -> None:
+            _verification_check(node, op_names)
+
+        on_activate.deployment_gate = True  # type: ignore[attr-defined]
+        checks.append(on_activate)

@@ -4,9 +4,20 @@
 
 ``edge-loop verify`` writes ``config/verified.json``: per op, the sha256 of the source modules
 of its reference and deployed implementations and of the module that declares its sweep, of
-its artifact (ONNX model) if any, and the tolerance row it passed under. A node calls
-:func:`check_deployable` in ``configure_stage``; any edit to those files or to the tolerance
-row since the last passing run makes it refuse, with a message that says what changed.
+its artifact (ONNX model) if any, the tolerance row it passed under, and the environment it
+passed in (``environment``: Python and the versions of the libraries the op declares, plus
+the accelerator and its driver for a GPU op). A node calls :func:`check_deployable` in
+``configure_stage`` and again on every activation; any edit to those files or to the
+tolerance row since the last passing run makes it refuse, with a message that says what
+changed.
+
+A changed environment makes the entry *stale* (:func:`stale_reasons`): a different
+major.minor version of Python or of a pinned library, a pinned library missing, another
+accelerator, or another driver major version. A patch release is not a change: it is what
+``pip install`` picks on a fresh machine any day, and the libraries keep numerics within a
+release series (docs/verification.md gives the reasoning). A stale entry is refused
+(:class:`StaleVerificationError`, naming each change) unless the caller allows stale
+verification, and then it comes back as warnings.
 """
 
 from __future__ import annotations
@@ -24,6 +35,51 @@ from edge_loop.paths import SOURCE_ROOT, config_path
 
 class DeploymentGateError(RuntimeError):
     """The op has no passing verification record, or its files changed since."""
+
+
+class StaleVerificationError(DeploymentGateError):
+    """The op's files match, but it was verified with other library versions or hardware."""
+
+
+def release_series(version: str | None) -> str | None:
+    """``'2.4'`` of ``'2.4.6'`` (``'5.1'`` of ``'5.1.0.95'``, ``'2.13'`` of ``'2.13.0+cpu'``)."""
+    if version is None:
+        return None
+    parts = version.split('+', 1)[0].split('.')
+    return '.'.join(parts[:2])
+
+
+def current_environment(libraries: Iterable[str], device: str = 'cpu') -> dict[str, Any]:
+    """Python, the versions of ``libraries`` and, off the CPU, the accelerator and driver."""
+    from edge_loop.verify import host
+
+    env = host.library_versions(tuple(libraries))
+    if device != 'cpu':
+        acc = host.accelerator()
+        env['accelerator'] = acc['name'] if acc else None
+        env['driver'] = acc['driver'] if acc else None
+    return env
+
+
+def stale_reasons(recorded: dict[str, Any] | None) -> list[str]:
+    """What differs between the environment ``recorded`` with an entry and this one."""
+    if not recorded:
+        return ['no library versions were recorded with it (verified before pins existed)']
+    libraries = [k for k in recorded if k not in ('python', 'accelerator', 'driver')]
+    device = 'cuda' if 'accelerator' in recorded else 'cpu'
+    now = current_environment(libraries, device)
+    reasons = []
+    for key, was in recorded.items():
+        here = now.get(key)
+        if key == 'accelerator':
+            changed = was != here
+        elif key == 'driver':
+            changed = (was or '').split('.')[0] != (here or '').split('.')[0]
+        else:
+            changed = release_series(was) != release_series(here)
+        if changed:
+            reasons.append(f'{key} {was or "absent"} -> {here or "absent"}')
+    return reasons
 
 
 def sha256_file(path: Path) -> str:
@@ -75,8 +131,13 @@ def _tolerance_row(name: str, path: Path | None) -> dict[str, Any] | None:
 
 
 def check_deployable(op_names: Iterable[str], record_path: Path | str | None = None,
-                     tolerances_path: Path | str | None = None) -> None:
-    """Raise :class:`DeploymentGateError` unless every op in ``op_names`` is verified as is."""
+                     tolerances_path: Path | str | None = None, *,
+                     allow_stale: bool = False) -> list[str]:
+    """Raise :class:`DeploymentGateError` unless every op in ``op_names`` is verified as is.
+
+    Returns the stale entries' messages when ``allow_stale`` lets them through (else a stale
+    entry raises :class:`StaleVerificationError`); an empty list when all are current.
+    """
     path = Path(record_path) if record_path else default_record_path()
     fix = 'run `make verify` (edge-loop verify)'
     if not path.exists():
@@ -85,6 +146,7 @@ def check_deployable(op_names: Iterable[str], record_path: Path | str | None = N
         ops = json.loads(path.read_text()).get('ops', {})
     except (OSError, ValueError) as exc:
         raise DeploymentGateError(f'unreadable verification record {path}: {exc}; {fix}') from exc
+    stale: list[str] = []
     for name in op_names:
         entry = ops.get(name)
         if not entry or not entry.get('files'):
@@ -104,3 +166,12 @@ def check_deployable(op_names: Iterable[str], record_path: Path | str | None = N
             raise DeploymentGateError(
                 f'{name}: its tolerance row in config/tolerances.yaml changed since the '
                 f'verified run ({entry.get("tolerance")} -> {row}); {fix}')
+        changed = stale_reasons(entry.get('environment'))
+        if changed:
+            message = (f'{name}: verification is stale: {"; ".join(changed)} since it was '
+                       f'verified ({entry.get("verified_at", "?")}); {fix} on this machine')
+            if not allow_stale:
+                raise StaleVerificationError(
+                    message + ', or set allow_stale_verification to run it anyway')
+            stale.append(message)
+    return stale

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_loop.verify.compare import compare_allclose
+from edge_loop.verify.compare import Comparison, compare_allclose
 from edge_loop.verify.spec import Case, OpSpec
 
 _SESSIONS: dict[str, Any] = {}
@@ -57,13 +57,17 @@ def compare_outputs(ref: list[np.ndarray], dep: list[np.ndarray],
                     tol: dict[str, Any]) -> tuple[float, bool, str]:
     """Every output allclose (per-dtype defaults unless ``tol`` sets rtol/atol)."""
     if len(ref) != len(dep):
-        return float('inf'), False, f'{len(dep)} outputs, reference has {len(ref)}'
-    worst, ok, details = 0.0, True, []
-    for i, (r, d) in enumerate(zip(ref, dep)):
-        w, o, detail = compare_allclose(np.asarray(r), np.asarray(d), tol)
-        worst, ok = max(worst, w), ok and o
-        details.append(f'output {i}: {detail}')
-    return worst, ok, '; '.join(details)
+        return Comparison(float('inf'), False, f'{len(dep)} outputs, reference has {len(ref)}',
+                          max_abs=float('inf'), max_rel=float('inf'))
+    parts = [compare_allclose(np.asarray(r), np.asarray(d), tol) for r, d in zip(ref, dep)]
+    if not parts:
+        return Comparison(0.0, True, 'no outputs', max_abs=0.0, max_rel=0.0)
+    return Comparison(max(p.worst for p in parts), all(p.ok for p in parts),
+                      '; '.join(f'output {i}: {p.detail}' for i, p in enumerate(parts)),
+                      max_abs=max(p.max_abs for p in parts),
+                      abs_tol=max(p.abs_tol for p in parts),
+                      max_rel=max(p.max_rel for p in parts),
+                      rel_tol=max(p.rel_tol for p in parts))
 
 
 def onnx_model_ops(name: str, onnx_path: str | Path,

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from edge_loop.kernels import grasp_state as gs
+from edge_loop.verify.compare import Comparison
 from edge_loop.verify.spec import Case, OpSpec
 
 EPISODE_KINDS = ('grasp_release', 'empty', 'slip_lost', 'shake_hold', 'heavy_slip_recover',
@@ -197,6 +199,54 @@ def cases() -> Iterator[Case]:
                 rng.uniform(0, 3, (300, 2)), None), {'shears': rng.uniform(0, 4, (300, 2))})
     yield Case('empty trace', (np.zeros(0), np.zeros((0, 2)), np.zeros((0, 2)),
                                np.zeros((0, 2)), None))
+    yield from category_cases()
+
+
+def _args(tr: Trace, cast: Any = None, view: Any = None) -> tuple[Any, ...]:
+    arrays = [tr.t, tr.positions, tr.velocities, tr.forces, tr.commanded_opening]
+    if cast is not None:
+        arrays = [a.astype(cast) for a in arrays]
+    if view is not None:
+        arrays = [view(a) for a in arrays]
+    return tuple(arrays)
+
+
+def _strided(a: np.ndarray) -> np.ndarray:
+    wide = np.zeros((a.shape[0], 2) + a.shape[1:], a.dtype)
+    wide[:, 0] = a
+    return wide[:, 0]
+
+
+def _negative(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a[::-1])[::-1]
+
+
+def category_cases() -> Iterator[Case]:
+    """The failure categories (spec.CATEGORIES) that a trace can have.
+
+    Single sample, a prime length (997 samples), strided and negative-stride views, NaN and
+    inf forces, float32 arrays, and 10000 samples (``large``, only without --quick: the
+    reference steps through them in Python, ~15 s).
+    """
+    tr = synthetic_episode(30, 'grasp_release')
+    one = tuple(a[:1] for a in _args(tr))
+    yield Case('single sample', one, category='single pixel')
+    prime = synthetic_episode(31, 'slip_lost', rate_hz=498.5)
+    assert len(prime.t) == 997
+    yield Case('997 samples (prime length)', _args(prime), category='odd/prime size')
+    yield Case('strided views (every other row of a wider buffer)', _args(tr, view=_strided),
+               {'shears': _strided(tr.shears)}, category='non-contiguous/negative stride')
+    yield Case('negative stride views', _args(tr, view=_negative),
+               {'shears': _negative(tr.shears)}, category='non-contiguous/negative stride')
+    forces = tr.forces.copy()
+    forces[100:103, 0] = np.nan
+    forces[200, 1] = np.inf
+    yield Case('NaN and inf forces', (tr.t, tr.positions, tr.velocities, forces,
+                                      tr.commanded_opening), category='NaN/inf/zero depth')
+    yield Case('float32 arrays', _args(tr, cast=np.float32), category='dtype float32')
+    long = synthetic_episode(32, 'shake_hold', rate_hz=5000.0)
+    yield Case('10000 samples (2 s at 5 kHz)', _args(long), category='large 1920x1080',
+               full_only=True)
 
 
 def perf_case() -> Case:
@@ -209,18 +259,25 @@ def perf_case() -> Case:
 
 def compare(ref: np.ndarray, dep: np.ndarray, tol: dict) -> tuple[float, bool, str]:
     """Exact: the number of samples whose state differs must be 0."""
-    if ref.shape != dep.shape:
-        return float('inf'), False, f'shape {ref.shape} != {dep.shape}'
-    bad = np.flatnonzero(ref != dep)
     allowed = tol.get('max_mismatched_samples', 0)
+    if ref.shape != dep.shape:
+        return Comparison(float('inf'), False, f'shape {ref.shape} != {dep.shape}',
+                          max_abs=float('inf'), abs_tol=allowed, unit='samples')
+    bad = np.flatnonzero(ref != dep)
     detail = 'identical state sequence' if not len(bad) else (
         f'{len(bad)} samples differ, first at {bad[0]}: {gs.STATES[ref[bad[0]]]} vs '
         f'{gs.STATES[dep[bad[0]]]}')
-    return float(len(bad)), len(bad) <= allowed, detail
+    return Comparison(float(len(bad)), len(bad) <= allowed, detail, max_abs=float(len(bad)),
+                      abs_tol=allowed, max_rel=len(bad) / max(ref.size, 1), rel_tol=0.0,
+                      unit='samples')
 
 
+NOT_IMAGES = 'a gripper trace has no colour or depth image'
 OPS = [
     OpSpec(name='grasp_state.classify_trace', reference=gs.classify_trace_reference,
            deployed=gs.classify_trace, cases=cases, compare=compare, perf_case=perf_case,
-           min_speedup=1.0),
+           claimed_speedup=2.0, dtypes=('float64', 'float32'), libraries=('numpy',),
+           not_applicable={'saturated/black colour': NOT_IMAGES,
+                           'depth extremes': NOT_IMAGES,
+                           'huge 3840x2160': 'the large case is a 10000-sample trace'}),
 ]

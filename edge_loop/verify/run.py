@@ -5,91 +5,54 @@
 Gates per op (each op is an :class:`~edge_loop.verify.spec.OpSpec` from an
 ``edge_loop/verify/ops_*.py`` module):
 
-1. equivalence: reference vs deployed on every case of the sweep, with the op's tolerance row
-   of ``config/tolerances.yaml`` (an op without a row fails: tolerances are chosen, not
-   defaulted). If both implementations raise the same exception type on a case (an input both
-   reject), that counts as agreement.
-2. performance: reference and deployed timed alternately on ``perf_case()`` in the same run;
-   the gate uses the median of the per-pair ratios deployed/reference, so load on the machine
-   cancels out. It passes when ``1 / ratio >= min_speedup`` and ``ratio <= 1.10 x`` the ratio in
-   ``config/verify_baseline.json`` (no baseline yet: passes with a note; ``--update-baseline``
-   writes the median of 5 measurements). A failing measurement is repeated up to
-   ``--perf-attempts`` (3) times, since other processes' load can skew one measurement; a
-   real regression fails them all.
+1. **equivalence**: reference vs deployed on every case of the sweep, with the op's tolerance
+   row of ``config/tolerances.yaml`` (an op without a row fails: tolerances are chosen, not
+   defaulted). Both raising the same exception type on a case (an input both reject) is
+   agreement. Results are grouped by input category (:data:`~edge_loop.verify.spec.CATEGORIES`)
+   and every failing case is saved as a reproducer (``--repro FILE`` reruns it).
+2. **claim**: the speed-up the op claims, judged by a bootstrap interval over at least 30
+   interleaved reference/deployed pairs (:mod:`edge_loop.verify.timing`); fails only when the
+   whole interval lies below the claim. Absolute times are shown, never gated.
+3. **regression**: against a baseline of the same host fingerprint
+   (:mod:`edge_loop.verify.host`); a host without one records it (in a local, untracked
+   directory) and says so.
 
-An op whose reference or deployed raises :class:`SkipOp` (e.g. torch is not installed for a
-torch-vs-ONNX check) is reported as skipped with the reason and is not recorded as verified.
-Reports go to ``reports/verify/`` (``<op>.md``/``<op>.json`` plus ``summary.md``/``.json``).
-When every selected op passes, their entries in ``config/verified.json`` are updated with the
-sha256 of their source modules and artifacts (see :mod:`edge_loop.verify.gate`).
+An op whose reference or deployed raises :class:`SkipOp` (torch missing, no CUDA device) is
+reported as skipped with the reason and is not recorded as verified. ``--quick`` runs the
+first two cases of each input category, leaves out the cases marked ``full_only`` (3840x2160
+frames) and times the minimum 30 pairs. When every
+selected op passes, the entries of the ops whose files, tolerance row or environment changed
+are rewritten in ``config/verified.json`` (see :mod:`edge_loop.verify.gate`); an unchanged
+checkout on a host of the recorded versions leaves it untouched.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
-import functools
 import importlib
 import inspect
 import json
 import pkgutil
-import platform
-import statistics
 import sys
 import time
 import traceback
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from edge_loop.paths import SOURCE_ROOT
-from edge_loop.verify.spec import Case, OpSpec
+from edge_loop.verify import host, timing
+from edge_loop.verify.compare import as_comparison
+from edge_loop.verify.spec import CATEGORIES, Case, OpSpec
+from edge_loop.verify.timing import deployed_ms_p50, single_threaded_opencv  # noqa: F401
 
-REGRESSION_LIMIT = 1.10
-BASELINE_RUNS = 5
-
-
-class HostProbe:
-    """Fixed memory-bound numpy work and fixed interpreted work, timed beside each op.
-
-    Interleaving reference and deployed cancels a host's overall speed, not its memory: on a
-    VM whose neighbours load the memory system (a 2-core CI VM copying 10 GB/s), the deployed
-    kernels, which stream whole frames through numpy, slowed 1.5-3x while the references,
-    interpreted loops, slowed 1.1x, and their ratios failed the 10% gate with no code
-    changed. The quotient of the two probes' times says how much slower memory-bound work is
-    here, against interpreted work, than where the baseline was measured.
-    """
-
-    def __init__(self) -> None:
-        import numpy as np
-
-        rng = np.random.default_rng(0)
-        self._np = np
-        self._frame = rng.random((480, 640, 3), dtype=np.float32)       # one VGA frame
-        self._table = rng.random(1 << 22, dtype=np.float32)              # 16 MB, past L2
-        self._index = rng.integers(0, self._table.size, 240 * 320)
-
-    def memory(self) -> None:
-        """Streams, a gather and a histogram over frame-sized arrays (a few ms)."""
-        np = self._np
-        lit = self._frame * self._frame + 0.25
-        mask = (lit[::2, ::2, 1] > 0.75).ravel()
-        picked = self._table[self._index]
-        np.bincount(self._index[mask] & 0xFFFF, weights=picked[mask], minlength=1 << 16)
-
-    @staticmethod
-    def interpreted() -> None:
-        """Python loops over ints, tuples and a dict (a few ms)."""
-        seen: dict[int, int] = {}
-        total = 0
-        for i in range(12000):
-            key = (i * 7919) & 1023
-            seen[key] = seen.get(key, 0) + 1
-            total += max(i & 15, key & 15)
+QUICK_PAIRS = timing.MIN_PAIRS
+FULL_PAIRS = 60
+QUICK_CASES_PER_CATEGORY = 2     # --quick: the first cases of each input category
 
 
 class SkipOp(Exception):  # noqa: N818 - it is a verdict, not an error
@@ -104,6 +67,20 @@ class CaseResult:
     ok: bool
     worst_error: float
     detail: str
+    category: str = 'nominal'
+    dtypes: list[str] = field(default_factory=list)
+    max_abs: float = float('nan')
+    abs_tol: float = float('nan')
+    max_rel: float = float('nan')
+    rel_tol: float = float('nan')
+    unit: str = ''
+    repro: str = ''
+    known: str = ''          # why a failure of this case is accepted (OpSpec.known_failures)
+
+    @property
+    def counts_as_failure(self) -> bool:
+        """A failure the gate counts: an unexpected one, or a known failure that passes now."""
+        return (not self.ok) != bool(self.known)
 
 
 @dataclass
@@ -118,7 +95,11 @@ class OpResult:
     worst_case: str = ''
     cases: list[CaseResult] = field(default_factory=list)
     gates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    categories: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failures: list[tuple[str, str]] = field(default_factory=list)   # (gate, category)
     files: dict[str, str] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    device: str = 'cpu'
 
 
 # --- discovery and configuration --------------------------------------------------------------
@@ -138,6 +119,14 @@ def discover_ops(package: str = 'edge_loop.verify') -> list[OpSpec]:
     return ops
 
 
+def default_config_file(name: str) -> Path:
+    """config/<name> in the source tree when running from a checkout, else the share dir."""
+    from edge_loop.verify.gate import _config_file
+
+    src = SOURCE_ROOT / 'config'
+    return src / name if src.is_dir() else _config_file(name)
+
+
 def load_tolerances(path: Path | None = None) -> dict[str, dict[str, Any]]:
     """The tolerance table (op name -> row); every row must carry a ``reason``."""
     path = path or default_config_file('tolerances.yaml')
@@ -149,32 +138,59 @@ def load_tolerances(path: Path | None = None) -> dict[str, dict[str, Any]]:
     return table
 
 
-def load_baseline(path: Path) -> dict[str, Any]:
-    """The performance baseline (op name -> {'ratio': deployed/reference, ...})."""
-    if not Path(path).exists():
-        return {}
-    return json.loads(Path(path).read_text()).get('ops', {})
+# Packages that group unrelated modules: a function in one of them pins its own module only.
+GROUPING_PACKAGES = ('edge_loop', 'edge_loop.kernels', 'edge_loop.verify', 'edge_loop.models',
+                     'edge_loop.nodes')
 
 
 def op_files(op: OpSpec) -> dict[str, str]:
-    """Source modules (reference, deployed, spec module) and artifact an op depends on."""
+    """Source modules (reference, deployed, spec module) and artifact an op depends on.
+
+    A function defined in a kernel package (``edge_loop/kernels/object_locator/``) pins
+    every module of that package: its helpers live in the sibling modules.
+    """
     from edge_loop.verify.gate import display_path, sha256_file
 
     paths: list[Path] = []
     for fn in (op.deployed, op.reference, op.cases):
+        fn = inspect.unwrap(fn)
         try:
-            src = inspect.getsourcefile(inspect.unwrap(fn))
+            src = inspect.getsourcefile(fn)
         except TypeError:
             src = None
-        if src and Path(src).resolve() not in paths:
-            paths.append(Path(src).resolve())
+        if not src:
+            continue
+        module = getattr(fn, '__module__', '') or ''
+        package = module.rpartition('.')[0]
+        found = [Path(src).resolve()]
+        if package and package not in GROUPING_PACKAGES and module.startswith('edge_loop.') \
+                and (Path(src).parent / '__init__.py').exists():
+            found += sorted(p.resolve() for p in Path(src).parent.glob('*.py'))
+        paths += [p for p in found if p not in paths]
+        # A kernel package (kernels/object_locator/) is one kernel: every module of it is
+        # pinned, not only the one defining the entry point (its helpers live beside it).
+        pkg = Path(src).resolve().parent if src else None
+        if pkg is not None and pkg.parent.name == 'kernels' and (pkg / '__init__.py').exists():
+            paths.extend(p for p in sorted(pkg.glob('*.py')) if p not in paths)
     if op.artifact:
         art = Path(op.artifact)
         paths.append(art if art.is_absolute() else (SOURCE_ROOT / art).resolve())
     return {display_path(p): sha256_file(p) for p in paths}
 
 
-# --- gates ------------------------------------------------------------------------------------
+def check_device(op: OpSpec) -> None:
+    """Raise :class:`SkipOp` when the op's device is not present here."""
+    if op.device == 'cpu':
+        return
+    try:
+        import torch
+    except ImportError as exc:
+        raise SkipOp(f'{op.device} op: torch is not installed') from exc
+    if op.device.startswith('cuda') and not torch.cuda.is_available():
+        raise SkipOp(f'{op.device} op: no CUDA device on this host')
+
+
+# --- equivalence ------------------------------------------------------------------------------
 
 def _call(fn: Any, case: Case) -> tuple[Any, BaseException | None]:
     try:
@@ -185,346 +201,293 @@ def _call(fn: Any, case: Case) -> tuple[Any, BaseException | None]:
         return None, exc
 
 
-def equivalence_gate(op: OpSpec, tol: dict[str, Any]) -> tuple[dict[str, Any], list[CaseResult]]:
-    """Run reference and deployed on every case and compare them with ``tol``."""
+def case_dtypes(case: Case) -> list[str]:
+    """Dtype names of the arrays among the case's arguments (one level into dicts/tuples)."""
+    found: list[str] = []
+    values = list(case.args) + list(case.kwargs.values())
+    for v in values:
+        inner = list(v.values()) if isinstance(v, dict) else (
+            list(v) if isinstance(v, (tuple, list)) and len(v) < 16 else [v])
+        for x in inner:
+            dtype = getattr(x, 'dtype', None)
+            if dtype is not None and hasattr(x, 'shape') and str(dtype) not in found:
+                found.append(str(dtype).replace('torch.', ''))
+    return found
+
+
+def compare_case(op: OpSpec, case: Case, tol: dict[str, Any]) -> CaseResult:
+    """Run reference and deployed on one case and compare them with ``tol``."""
+    base = {'category': case.report_category, 'dtypes': case_dtypes(case)}
+    ref, ref_exc = _call(op.reference, case)
+    dep, dep_exc = _call(op.deployed, case)
+    if ref_exc is not None or dep_exc is not None:
+        same = ref_exc is not None and dep_exc is not None and type(ref_exc) is type(dep_exc)
+        detail = (f'reference raised {type(ref_exc).__name__}: {ref_exc}' if ref_exc else
+                  'reference returned') + '; ' + (
+            f'deployed raised {type(dep_exc).__name__}: {dep_exc}' if dep_exc else
+            'deployed returned')
+        return CaseResult(case.name, same, 0.0 if same else float('inf'), detail, **base)
+    try:
+        cmp = as_comparison(op.compare(ref, dep, tol))
+    except Exception as exc:  # noqa: BLE001 - a compare that crashes is a failed case
+        return CaseResult(case.name, False, float('inf'), f'compare raised {exc!r}', **base)
+    return CaseResult(case.name, cmp.ok, cmp.worst, cmp.detail, max_abs=cmp.max_abs,
+                      abs_tol=cmp.abs_tol, max_rel=cmp.max_rel, rel_tol=cmp.rel_tol,
+                      unit=cmp.unit, **base)
+
+
+def equivalence_gate(op: OpSpec, tol: dict[str, Any], *, quick: bool = False,
+                     repro_dir: Path | None = None) -> tuple[dict[str, Any], list[CaseResult]]:
+    """Every case of the sweep (``quick``: without the ``full_only`` ones)."""
+    from edge_loop.verify import repro
+
     results: list[CaseResult] = []
+    left_out: list[str] = []
+    seen: dict[str, int] = {}
     for case in op.cases():
-        ref, ref_exc = _call(op.reference, case)
-        dep, dep_exc = _call(op.deployed, case)
-        if ref_exc is not None or dep_exc is not None:
-            same = (ref_exc is not None and dep_exc is not None
-                    and type(ref_exc) is type(dep_exc))
-            detail = (f'reference raised {type(ref_exc).__name__}: {ref_exc}' if ref_exc else
-                      'reference returned') + '; ' + (
-                f'deployed raised {type(dep_exc).__name__}: {dep_exc}' if dep_exc else
-                'deployed returned')
-            results.append(CaseResult(case.name, same, 0.0 if same else float('inf'), detail))
+        category = case.report_category
+        seen[category] = seen.get(category, 0) + 1
+        if quick and (case.full_only or seen[category] > QUICK_CASES_PER_CATEGORY):
+            left_out.append((case.name, category))
             continue
-        try:
-            worst, ok, detail = op.compare(ref, dep, tol)
-        except Exception as exc:  # noqa: BLE001 - a compare that crashes is a failed case
-            worst, ok, detail = float('inf'), False, f'compare raised {exc!r}'
-        results.append(CaseResult(case.name, bool(ok), float(worst), detail))
+        result = compare_case(op, case, tol)
+        result.known = op.known_failures.get(case.name, '')
+        if result.known and result.ok:
+            result.detail += ('; listed in known_failures but passes now: remove the entry '
+                              f'({result.known})')
+        if not result.ok and repro_dir is not None:
+            result.repro = str(repro.save(repro_dir, op, case, result))
+        results.append(result)
     if not results:
-        return {'verdict': 'fail', 'detail': 'the sweep has no cases'}, results
-    failed = [r for r in results if not r.ok]
-    worst = max(results, key=lambda r: r.worst_error)
+        return {'verdict': 'fail', 'detail': 'the sweep has no cases',
+                'left_out_categories': sorted({c for _, c in left_out})}, results
+    failed = [r for r in results if r.counts_as_failure]
+    judged = [r for r in results if not r.known] or results
+    worst = max(judged, key=lambda r: r.worst_error)
     gate = {
         'verdict': 'fail' if failed else 'pass',
         'cases': len(results),
         'failed_cases': [r.name for r in failed],
+        'failed_categories': sorted({r.category for r in failed}),
+        'known_failures': [r.name for r in results if r.known and not r.ok],
+        'left_out_quick': [name for name, _ in left_out],
+        'left_out_categories': sorted({category for _, category in left_out}),
         'worst_error': worst.worst_error,
         'worst_case': worst.name,
     }
     return gate, results
 
 
-@functools.cache
-def _host_probe() -> HostProbe:
-    """One probe per process: its arrays (16 MB of table) are made once, not per gate."""
-    return HostProbe()
+def _max(values: list[float]) -> float:
+    finite = [v for v in values if not np.isnan(v)]
+    return max(finite) if finite else float('nan')
 
 
-@contextlib.contextmanager
-def single_threaded_opencv() -> Iterator[None]:
-    """Run OpenCV on one thread meanwhile.
+def category_table(op: OpSpec, cases: list[CaseResult], left_out: list[str]
+                   ) -> dict[str, dict[str, Any]]:
+    """Category -> {status, cases, failed, max_abs, abs_tol, max_rel, rel_tol, note}.
 
-    The budgets are per core, and a thread pool competing with the machine's load would make
-    the timings noisy.
+    Status: pass, FAIL, FAIL (known: a listed known failure), n/a (the op never receives
+    such input; the note says why), --full (its cases run only without --quick; ``left_out``
+    holds those categories) or not covered (no case in the sweep).
+    Each accepted dtype (``op.dtypes``) gets a row ``dtype <name>``.
     """
-    try:
-        import cv2
-    except ImportError:  # pragma: no cover - opencv is a dependency
-        yield
-        return
-    threads = cv2.getNumThreads()
-    cv2.setNumThreads(1)
-    try:
-        yield
-    finally:
-        cv2.setNumThreads(threads)
+    rows: dict[str, dict[str, Any]] = {}
+    names = [c for c in CATEGORIES if c != 'dtype'] + [f'dtype {d}' for d in op.dtypes]
+    for category in names:
+        if category.startswith('dtype '):
+            dtype = category.split(' ', 1)[1]
+            members = [c for c in cases if dtype in c.dtypes or c.category == category]
+        else:
+            members = [c for c in cases if c.category == category]
+        if not members:
+            if category in op.not_applicable:
+                rows[category] = {'status': 'n/a', 'note': op.not_applicable[category]}
+            elif category in left_out:
+                rows[category] = {'status': '--full', 'note': 'runs without --quick'}
+            else:
+                rows[category] = {'status': 'not covered', 'note': 'no case in the sweep'}
+            continue
+        failed = [c for c in members if not c.ok]
+        unexpected = [c for c in members if c.counts_as_failure]
+        status = 'FAIL' if unexpected else ('FAIL (known)' if failed else 'pass')
+        rows[category] = {
+            'status': status,
+            'known': sorted({c.known for c in failed if c.known}),
+            'cases': len(members),
+            'failed': [c.name for c in failed],
+            'max_abs': _max([c.max_abs for c in members]),
+            'abs_tol': _max([c.abs_tol for c in members]),
+            'max_rel': _max([c.max_rel for c in members]),
+            'rel_tol': _max([c.rel_tol for c in members]),
+            'unit': next((c.unit for c in members if c.unit), ''),
+            'repro': [c.repro for c in failed if c.repro],
+        }
+    return rows
 
 
-def performance_gate(op: OpSpec, baseline_ratio: float | None, repeats: int = 51,
-                     max_seconds: float = 20.0,
-                     baseline_host: float | None = None) -> dict[str, Any]:
-    """Time reference and deployed alternately on ``perf_case()``; gate on their ratio.
+# --- performance ------------------------------------------------------------------------------
 
-    The ratio may exceed the baseline's by :data:`REGRESSION_LIMIT`, times how much slower
-    memory-bound work is on this host than where the baseline was measured
-    (``baseline_host``, a :class:`HostProbe` quotient), never less.
-    """
-    with single_threaded_opencv():
-        return _performance_gate(op, baseline_ratio, repeats, max_seconds, baseline_host)
-
-
-def deployed_ms_p50(op: OpSpec, repeats: int = 15) -> float:
-    """p50 (ms) of the deployed implementation alone on ``perf_case()``.
-
-    One warm-up call, OpenCV on one thread, as in :func:`performance_gate`; without the
-    reference in between the caches stay warm, so this is at most the interleaved figure the
-    baseline file records as ``deployed_ms_p50``. Their quotient is a floor of how much slower
-    this machine is than the baseline's.
-    """
-    case = op.perf_case()
-    times = []
-    with single_threaded_opencv():
-        op.deployed(*case.args, **case.kwargs)
-        for _ in range(repeats):
-            t = time.perf_counter()
-            op.deployed(*case.args, **case.kwargs)
-            times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+def performance_gates(op: OpSpec, baselines: host.BaselineStore | None, *, pairs: int,
+                      max_seconds: float, update_baseline: bool = False,
+                      ) -> dict[str, dict[str, Any]]:
+    """The claim gate and the same-host regression check of one op."""
+    measured = timing.measure_speedup(op, pairs=pairs, max_seconds=max_seconds)
+    gates = {'claim': timing.claim_gate(measured, op.claim)}
+    if baselines is not None:
+        baseline, where = (None, '') if update_baseline else baselines.get(op.name,
+                                                                          measured['case'])
+        gates['regression'] = host.regression_check(measured, baseline, where, baselines.path)
+        if baseline is None and gates['claim']['verdict'] == 'pass':
+            baselines.put(op.name, measured)
+            if update_baseline:
+                gates['regression']['detail'] = f'baseline re-recorded in {baselines.path}'
+        elif baseline is None:
+            gates['regression']['detail'] = 'no baseline for this host; none recorded from ' \
+                'a run that fails its claim'
+    return gates
 
 
-def _performance_gate(op: OpSpec, baseline_ratio: float | None, repeats: int,
-                      max_seconds: float, baseline_host: float | None) -> dict[str, Any]:
-    case = op.perf_case()
-    probe = _host_probe()
-    probe.memory()
-    probe.interpreted()
-    # Warm up both (caches, lazy imports, allocator) and size the repeat count to the budget.
-    t0 = time.perf_counter()
-    op.reference(*case.args, **case.kwargs)
-    ref_once = time.perf_counter() - t0
-    op.deployed(*case.args, **case.kwargs)
-    n = max(5, min(repeats, int(max_seconds / max(ref_once, 1e-6))))
-    ref_t: list[float] = []
-    dep_t: list[float] = []
-    mem_t: list[float] = []
-    py_t: list[float] = []
-    for i in range(n):
-        order = ((op.reference, ref_t), (op.deployed, dep_t))
-        for fn, out in (order if i % 2 == 0 else order[::-1]):
-            t = time.perf_counter()
-            fn(*case.args, **case.kwargs)
-            out.append(time.perf_counter() - t)
-        for work, out in ((probe.memory, mem_t), (probe.interpreted, py_t)):
-            t = time.perf_counter()
-            work()
-            out.append(time.perf_counter() - t)
-    ratio = statistics.median(d / r for d, r in zip(dep_t, ref_t, strict=True))
-    host = statistics.median(m / q for m, q in zip(mem_t, py_t, strict=True))
-    scale = max(1.0, host / baseline_host) if baseline_host else 1.0
-    speedup = 1.0 / ratio
-    reasons = []
-    if speedup < op.min_speedup:
-        reasons.append(f'speed-up {speedup:.2f}x below the required {op.min_speedup:g}x')
-    if baseline_ratio is not None and ratio > baseline_ratio * REGRESSION_LIMIT * scale:
-        reasons.append(f'ratio deployed/reference {ratio:.4f} regressed more than '
-                       f'{(REGRESSION_LIMIT - 1) * 100:.0f}% against the baseline '
-                       f'{baseline_ratio:.4f}' + (f' x {scale:.2f} (host)' if scale > 1 else ''))
-    note = '' if baseline_ratio is not None else 'no baseline yet (run --update-baseline)'
-    if baseline_ratio is not None and scale > 1.0 and not reasons:
-        note = (f'ok; limit x {scale:.2f}: memory-bound work is that much slower here, against '
-                'interpreted work, than where the baseline was measured')
-    return {
-        'verdict': 'fail' if reasons else 'pass',
-        'detail': '; '.join(reasons) or note or 'ok',
-        'case': case.name,
-        'repeats': n,
-        'reference_ms_p50': statistics.median(ref_t) * 1e3,
-        'deployed_ms_p50': statistics.median(dep_t) * 1e3,
-        'ratio': ratio,
-        'host_probe': host,
-        'host_scale': scale,
-        'speedup': speedup,
-        'min_speedup': op.min_speedup,
-        'baseline_ratio': baseline_ratio,
-    }
-
-
-def verify_op(op: OpSpec, tolerances: dict[str, dict[str, Any]], baseline: dict[str, Any],
-              *, repeats: int = 51, perf_seconds: float = 20.0, perf: bool = True,
-              perf_attempts: int = 3) -> OpResult:
+def verify_op(op: OpSpec, tolerances: dict[str, dict[str, Any]],
+              baselines: host.BaselineStore | None = None, *, perf: bool = True,
+              quick: bool = False, pairs: int | None = None, perf_seconds: float = 60.0,
+              repro_dir: Path | None = None, update_baseline: bool = False) -> OpResult:
     """All gates of one op."""
-    result = OpResult(op.name, 'fail')
+    from edge_loop.verify.gate import current_environment
+
+    result = OpResult(op.name, 'fail', device=op.device)
     tol = tolerances.get(op.name)
     if tol is None:
         result.reason = f'no tolerance row for {op.name!r} in config/tolerances.yaml'
+        result.failures.append(('equivalence', 'no tolerance row'))
         return result
     result.tolerance = dict(tol)
     try:
+        check_device(op)
         result.files = op_files(op)
-        eq, cases = equivalence_gate(op, tol)
+        result.environment = current_environment(op.libraries, op.device)
+        eq, cases = equivalence_gate(op, tol, quick=quick, repro_dir=repro_dir)
         result.gates['equivalence'] = eq
         result.cases = cases
+        result.categories = category_table(op, cases, eq.get('left_out_categories', []))
         result.worst_error = eq.get('worst_error', 0.0)
         result.worst_case = eq.get('worst_case', '')
+        result.failures += [('equivalence', c) for c in eq.get('failed_categories', [])]
         if perf:
-            entry = baseline.get(op.name, {})
-            base, base_host = entry.get('ratio'), entry.get('host_probe')
-            # Load from other processes can slow the two implementations unequally for a
-            # while: a failing measurement is repeated (up to perf_attempts); a real
-            # regression fails every attempt. The report keeps every attempt's ratio.
-            attempts = []
-            for _ in range(max(1, perf_attempts)):
-                attempts.append(performance_gate(op, base, repeats, perf_seconds, base_host))
-                if attempts[-1]['verdict'] == 'pass':
-                    break
-            best = min(attempts, key=lambda a: a['ratio'])
-            best['attempt_ratios'] = [round(a['ratio'], 5) for a in attempts]
-            result.gates['performance'] = best
+            n = pairs or (QUICK_PAIRS if quick else FULL_PAIRS)
+            result.gates.update(performance_gates(op, baselines, pairs=n,
+                                                  max_seconds=perf_seconds,
+                                                  update_baseline=update_baseline))
+            for gate in ('claim', 'regression'):
+                if result.gates.get(gate, {}).get('verdict') == 'fail':
+                    result.failures.append((gate, result.gates[gate]['category']))
     except SkipOp as exc:
         result.verdict, result.reason = 'skip', str(exc)
         return result
     except Exception as exc:  # noqa: BLE001 - report it, do not stop the other ops
         result.reason = f'{type(exc).__name__}: {exc}'
         result.gates['error'] = {'verdict': 'fail', 'detail': traceback.format_exc()}
+        result.failures.append(('error', type(exc).__name__))
         return result
     failed = [g for g, v in result.gates.items() if v.get('verdict') != 'pass']
     result.verdict = 'fail' if failed else 'pass'
-    result.reason = ('failed gate(s): ' + ', '.join(failed)) if failed else 'all gates pass'
+    result.reason = ('failed gate(s): ' + ', '.join(
+        f'{g} ({c})' for g, c in result.failures)) if failed else 'all gates pass'
     return result
 
 
-# --- reports and records ----------------------------------------------------------------------
+# --- the deployment record --------------------------------------------------------------------
 
-def _fmt(x: Any) -> str:
-    return f'{x:.3g}' if isinstance(x, float) else str(x)
+def write_record(results: list[OpResult], path: Path) -> list[str]:
+    """Record the passing ops whose files, tolerance or environment changed; their names.
 
+    An entry whose files and tolerance are unchanged and whose environment is not stale
+    (same major.minor versions) is kept as it is, so an unchanged checkout does not dirty
+    the tracked file.
+    """
+    from edge_loop.verify.gate import current_environment, stale_reasons
 
-def op_markdown(r: OpResult) -> str:
-    """Markdown report of one op."""
-    lines = [f'## {r.name}: **{r.verdict.upper()}**', '', r.reason, '']
-    if r.tolerance:
-        lines += ['Tolerance: ' + ', '.join(f'{k}={v}' for k, v in r.tolerance.items()
-                                          if k != 'reason'),
-                  f'(reason: {r.tolerance.get("reason")})', '']
-    eq = r.gates.get('equivalence')
-    if eq:
-        lines += [f'Equivalence: {eq["verdict"]}, {eq.get("cases", 0)} inputs swept, worst '
-                  f'error {_fmt(eq.get("worst_error"))} on "{eq.get("worst_case", "")}"', '',
-                  '| input | ok | worst error | detail |', '|---|---|---|---|']
-        lines += [f'| {c.name} | {"yes" if c.ok else "**NO**"} | {_fmt(c.worst_error)} | '
-                  f'{c.detail.replace("|", "/")} |' for c in r.cases]
-        lines.append('')
-    perf = r.gates.get('performance')
-    if perf:
-        lines += [f'Performance: {perf["verdict"]} on "{perf["case"]}" ({perf["repeats"]} '
-                  f'interleaved repeats): reference p50 {perf["reference_ms_p50"]:.2f} ms, '
-                  f'deployed p50 {perf["deployed_ms_p50"]:.2f} ms, ratio deployed/reference '
-                  f'{perf["ratio"]:.4f} (speed-up {perf["speedup"]:.1f}x, required '
-                  f'{perf["min_speedup"]:g}x; baseline ratio {_fmt(perf["baseline_ratio"])}, '
-                  f'limit +{(REGRESSION_LIMIT - 1) * 100:.0f}%). {perf["detail"]}', '']
-    if 'error' in r.gates:
-        lines += ['```', r.gates['error']['detail'], '```', '']
-    return '\n'.join(lines)
-
-
-def write_reports(results: list[OpResult], out_dir: Path) -> None:
-    """``<op>.md``/``<op>.json`` per op and ``summary.md``/``summary.json``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for r in results:
-        (out_dir / f'{r.name}.json').write_text(json.dumps(asdict(r), indent=2, default=str))
-        (out_dir / f'{r.name}.md').write_text(op_markdown(r) + '\n')
-    rows = ['# Verification report', '',
-            f'{datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")} on '
-            f'{platform.node()} ({platform.machine()}, Python {platform.python_version()})', '',
-            '| op | verdict | inputs | worst error | speed-up | ratio vs baseline | reason |',
-            '|---|---|---|---|---|---|---|']
-    for r in results:
-        eq, perf = r.gates.get('equivalence', {}), r.gates.get('performance', {})
-        base = perf.get('baseline_ratio')
-        vs = f'{perf["ratio"] / base:.2f}' if perf and base else '-'
-        rows.append(f'| {r.name} | {r.verdict} | {eq.get("cases", "-")} | '
-                    f'{_fmt(r.worst_error)} | '
-                    f'{(str(round(perf["speedup"], 1)) + "x") if perf else "-"} | {vs} | '
-                    f'{r.reason} |')
-    rows += [''] + [op_markdown(r) for r in results]
-    (out_dir / 'summary.md').write_text('\n'.join(rows) + '\n')
-    (out_dir / 'summary.json').write_text(json.dumps(
-        {'ops': {r.name: {'verdict': r.verdict, 'reason': r.reason} for r in results},
-         'passed': all(r.verdict == 'pass' for r in results)}, indent=2))
-
-
-def update_baseline(results: list[OpResult], path: Path) -> None:
-    """Store the measured ratios of the passing equivalence runs as the new baseline."""
     data = json.loads(path.read_text()) if path.exists() else {}
     ops = data.setdefault('ops', {})
-    for r in results:
-        perf = r.gates.get('performance')
-        if perf and r.gates.get('equivalence', {}).get('verdict') == 'pass':
-            ops[r.name] = {'ratio': round(perf['ratio'], 5),
-                           'host_probe': round(perf['host_probe'], 4),
-                           'reference_ms_p50': round(perf['reference_ms_p50'], 3),
-                           'deployed_ms_p50': round(perf['deployed_ms_p50'], 3),
-                           'machine': f'{platform.machine()} {platform.processor()}'.strip()}
-    data['note'] = ('ratio = deployed/reference time measured interleaved in one run; the '
-                    'performance gate fails when a run measures more than 1.10x this ratio, '
-                    'times host_probe(now) / host_probe (memory-bound against interpreted '
-                    'work, see HostProbe) where that is above 1')
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + '\n')
-
-
-def write_record(results: list[OpResult], path: Path) -> None:
-    """Record the passing ops (file hashes + tolerance row) in the deployment record."""
-    data = json.loads(path.read_text()) if path.exists() else {}
-    ops = data.setdefault('ops', {})
+    written = []
     for r in results:
         if r.verdict != 'pass':
             continue
+        env = r.environment or current_environment(('numpy',))
         old = ops.get(r.name, {})
-        if old.get('files') == r.files and old.get('tolerance') == r.tolerance:
-            continue  # unchanged: keep the entry (and its date) so the file does not churn
+        if (old.get('files') == r.files and old.get('tolerance') == r.tolerance
+                and old.get('environment') and not stale_reasons(old['environment'])):
+            continue
+        claim = r.gates.get('claim', {})
         ops[r.name] = {
             'files': r.files,
             'tolerance': r.tolerance,
+            'environment': env,
             'worst_error': r.worst_error,
-            'speedup': round(r.gates.get('performance', {}).get('speedup', 0.0), 2),
+            'speedup': round(claim.get('speedup', 0.0), 2),
+            'claimed_speedup': claim.get('claim'),
             'verified_at': datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds'),
         }
+        written.append(r.name)
+    if not written and path.exists():
+        return written
     data['note'] = ('written by `edge-loop verify`; nodes refuse to activate an op whose files '
-                    'no longer match (edge_loop/verify/gate.py)')
+                    'no longer match or whose environment (major.minor library versions, '
+                    'accelerator) changed (edge_loop/verify/gate.py)')
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + '\n')
+    return written
 
 
 # --- command line -----------------------------------------------------------------------------
-
-def default_config_file(name: str) -> Path:
-    """config/<name> in the source tree when running from a checkout, else the share dir."""
-    from edge_loop.verify.gate import _config_file
-
-    src = SOURCE_ROOT / 'config'
-    return src / name if src.is_dir() else _config_file(name)
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``edge-loop verify``."""
     parser.add_argument('--ops', nargs='+', metavar='NAME', help='only these ops')
     parser.add_argument('--list', action='store_true', help='list the registered ops and exit')
+    parser.add_argument('--quick', action='store_true',
+                        help='two cases per input category, no 3840x2160, 30 timing pairs')
+    parser.add_argument('--repro', type=Path, metavar='FILE',
+                        help='rerun one saved failing case (.npz) and exit')
     parser.add_argument('--output', type=Path, default=Path('reports/verify'),
                         help='report directory (default: reports/verify)')
     parser.add_argument('--tolerances', type=Path, default=None,
                         help='tolerance table (default: config/tolerances.yaml)')
-    parser.add_argument('--baseline', type=Path, default=None,
-                        help='performance baseline (default: config/verify_baseline.json)')
+    parser.add_argument('--baseline-dir', type=Path, default=None,
+                        help="where this host's speed-up baselines are kept (default: "
+                             '$XDG_CACHE_HOME/edge_loop/verify/baselines)')
+    parser.add_argument('--update-baseline', action='store_true',
+                        help="record this run's speed-ups as this host's baseline")
     parser.add_argument('--record', type=Path, default=None,
                         help='deployment record to update on success '
                              '(default: config/verified.json)')
     parser.add_argument('--no-record', action='store_true',
                         help='do not update the deployment record')
-    parser.add_argument('--update-baseline', action='store_true',
-                        help='store the measured speed ratios as the new baseline')
     parser.add_argument('--no-perf', action='store_true',
-                        help='skip the performance gate (never records the ops as verified)')
-    parser.add_argument('--repeats', type=int, default=51,
-                        help='interleaved timing repeats per op (default: 51)')
-    parser.add_argument('--perf-attempts', type=int, default=3,
-                        help='measure a failing speed gate again up to this many times')
-    parser.add_argument('--perf-seconds', type=float, default=20.0,
-                        help='time budget of the reference in the speed gate per op')
+                        help='skip the performance gates (never records the ops as verified)')
+    parser.add_argument('--pairs', type=int, default=None,
+                        help=f'interleaved timing pairs per op (default {FULL_PAIRS}, '
+                             f'--quick {QUICK_PAIRS}; never fewer than {timing.MIN_PAIRS})')
+    parser.add_argument('--perf-seconds', type=float, default=60.0,
+                        help='stop timing an op after this long once 30 pairs are done')
+
+
+def _list(ops: list[OpSpec]) -> int:
+    for op in ops:
+        print(f'{op.name}: claims {op.claim:g}x on {op.device}, libraries '
+              f'{", ".join(op.libraries)}, artifact {op.artifact}')
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the gates; 0 when every selected op passes (skips do not fail the run)."""
+    from edge_loop.verify import report, repro
+
+    if getattr(args, 'repro', None):
+        return repro.rerun(args.repro, args.tolerances)
     ops = discover_ops()
     if args.list:
-        for op in ops:
-            print(f'{op.name}: min_speed-up {op.min_speedup:g}x, artifact {op.artifact}')
-        return 0
+        return _list(ops)
     if args.ops:
         unknown = sorted(set(args.ops) - {op.name for op in ops})
         if unknown:
@@ -533,46 +496,40 @@ def run(args: argparse.Namespace) -> int:
             return 2
         ops = [op for op in ops if op.name in args.ops]
     tolerances = load_tolerances(args.tolerances or default_config_file('tolerances.yaml'))
-    baseline_path = args.baseline or default_config_file('verify_baseline.json')
-    baseline = {} if args.update_baseline else load_baseline(baseline_path)
+    baselines = host.BaselineStore(args.baseline_dir, default_config_file('verify_baseline.json'))
+    out_dir: Path = args.output
+    repro_dir = out_dir / 'repro'
+    if repro_dir.is_dir():
+        for old in repro_dir.glob('*.npz'):
+            old.unlink()
+    started = time.perf_counter()
     results = []
+    print(f'host: {host.describe(baselines.fingerprint)} (fingerprint {baselines.id})',
+          flush=True)
     for op in ops:
         t0 = time.perf_counter()
-        r = verify_op(op, tolerances, baseline, repeats=args.repeats,
-                      perf_seconds=args.perf_seconds, perf=not args.no_perf,
-                      perf_attempts=args.perf_attempts)
-        print(f'{r.name:24s} {r.verdict.upper():5s} ({time.perf_counter() - t0:5.1f} s) '
-              f'{r.reason}', flush=True)
-        for c in r.cases:
-            if not c.ok:
-                print(f'    {c.name}: {c.detail}')
-        perf = r.gates.get('performance')
-        if perf:
-            print(f'    speed: reference {perf["reference_ms_p50"]:.2f} ms, deployed '
-                  f'{perf["deployed_ms_p50"]:.2f} ms, ratio {perf["ratio"]:.4f}; '
-                  f'{perf["detail"]}')
-        if args.update_baseline and perf and r.gates['equivalence'].get('verdict') == 'pass':
-            # A baseline from one lucky run would make later runs fail: take the median ratio
-            # of BASELINE_RUNS measurements.
-            runs = [perf] + [performance_gate(op, None, args.repeats, args.perf_seconds)
-                             for _ in range(BASELINE_RUNS - 1)]
-            ratios = [x['ratio'] for x in runs]
-            perf['baseline_runs'] = [round(x, 5) for x in ratios]
-            perf['ratio'] = statistics.median(ratios)
-            perf['host_probe'] = statistics.median(x['host_probe'] for x in runs)
-            print(f'    baseline ratio: median of {[round(x, 5) for x in ratios]} = '
-                  f'{perf["ratio"]:.4f}; host probe {perf["host_probe"]:.4f}')
+        r = verify_op(op, tolerances, baselines, perf=not args.no_perf, quick=args.quick,
+                      pairs=args.pairs, perf_seconds=args.perf_seconds, repro_dir=repro_dir,
+                      update_baseline=args.update_baseline)
+        print(report.console_line(r, time.perf_counter() - t0), flush=True)
         results.append(r)
-    write_reports(results, args.output)
-    if args.update_baseline:
-        update_baseline(results, baseline_path)
-        print(f'baseline written to {baseline_path}')
+    if not args.no_perf:
+        baselines.save()
     passed = all(r.verdict != 'fail' for r in results)
+    record_note = ''
     if passed and not args.no_record and not args.no_perf:
         record = args.record or default_config_file('verified.json')
-        write_record(results, record)
-        print(f'deployment record updated: {record}')
-    print(f'report: {args.output / "summary.md"}')
+        written = write_record(results, record)
+        record_note = (f'deployment record: {record} ' + (
+            f'updated for {", ".join(written)}' if written else 'unchanged'))
+    index = report.write_report(results, out_dir, fingerprint=baselines.fingerprint,
+                                fingerprint_id=baselines.id, quick=args.quick,
+                                seconds=time.perf_counter() - started)
+    print()
+    print(report.console_table(results))
+    if record_note:
+        print(record_note)
+    print(f'report: {index} (and {index.with_suffix(".html")})')
     return 0 if passed else 1
 
 

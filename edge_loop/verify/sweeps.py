@@ -263,3 +263,62 @@ def rgbd_inputs(seed: int = 0, sizes: tuple[tuple[int, int], ...] = SIZES) -> It
     yield RgbdInput('640x480 32FC1 read-only non-contiguous', read_only(base.color),
                     read_only(non_contiguous(base.depth)), '32FC1', base.intrinsics,
                     base.extrinsics, base.boxes)
+
+
+def negative_stride(arr: np.ndarray) -> np.ndarray:
+    """The same values as a view with negative strides (a flipped view of a flipped copy)."""
+    view = np.flip(np.ascontiguousarray(np.flip(arr, axis=(0, 1))), axis=(0, 1))
+    assert view.strides[0] < 0 and view.strides[1] < 0
+    return view
+
+
+def camera_at_height(height_m: float) -> Extrinsics:
+    """The default downward camera moved to ``height_m`` above the table."""
+    ext = default_extrinsics()
+    return Extrinsics(ext.rotation, np.array([ext.translation[0], ext.translation[1],
+                                              height_m]))
+
+
+def category_inputs(seed: int = 0) -> Iterator[RgbdInput]:
+    """The failure-category frames besides :func:`rgbd_inputs` (spec.CATEGORIES).
+
+    A one-pixel frame, 0x0 frames, prime sizes, negative-stride views, depth with inf
+    pixels, the camera at the D435's near end (0.2 m) and far (3 m) above the table, raw
+    16UC1 extremes (1 mm and 65535 mm pixels), and 3840x2160 frames of both encodings.
+    """
+    base = scene(640, 480, seed=seed + 1)
+    for enc in DEPTH_ENCODINGS:
+        one = scene(1, 1, seed=seed, depth_encoding=enc, name=f'1x1 {enc} single pixel')
+        yield one
+        dtype = np.uint16 if enc == '16UC1' else np.float32
+        yield RgbdInput(f'0x0 {enc} empty frame', np.zeros((0, 0, 3), np.uint8),
+                        np.zeros((0, 0), dtype), enc, Intrinsics(615.0, 615.0, 0.0, 0.0, 0, 0),
+                        default_extrinsics())
+    yield scene(331, 241, seed=seed + 5, depth_encoding='16UC1',
+                name='331x241 16UC1 prime size')
+    yield scene(479, 317, seed=seed + 6, depth_encoding='32FC1',
+                name='479x317 32FC1 prime size')
+    s16 = scene(640, 480, seed=seed + 3, depth_encoding='16UC1')
+    yield RgbdInput('640x480 16UC1 negative stride views', negative_stride(s16.color),
+                    negative_stride(s16.depth), '16UC1', s16.intrinsics, s16.extrinsics,
+                    s16.boxes)
+    yield RgbdInput('640x480 32FC1 negative stride views', negative_stride(base.color),
+                    negative_stride(base.depth), '32FC1', base.intrinsics, base.extrinsics,
+                    base.boxes)
+    inf = np.array(base.depth, copy=True)
+    inf[::7, ::5] = np.inf
+    inf[100:140, 200:260] = -np.inf
+    yield RgbdInput('640x480 32FC1 inf depth pixels', base.color, inf, '32FC1',
+                    base.intrinsics, base.extrinsics, base.boxes)
+    for h, what in ((0.2, 'near'), (3.0, 'far')):
+        for enc in DEPTH_ENCODINGS:
+            yield scene(640, 480, seed=seed + 7, depth_encoding=enc,
+                        extrinsics=camera_at_height(h),
+                        name=f'640x480 {enc} depth extremes: camera {h:g} m above ({what})')
+    raw = np.array(s16.depth, copy=True)
+    raw[::9, ::4] = 65535
+    raw[3::9, ::4] = 1
+    yield RgbdInput('640x480 16UC1 depth extremes: 1 mm and 65535 mm pixels', s16.color, raw,
+                    '16UC1', s16.intrinsics, s16.extrinsics, s16.boxes)
+    for enc in DEPTH_ENCODINGS:
+        yield scene(3840, 2160, seed=seed, depth_encoding=enc)
