@@ -54,8 +54,11 @@ ROS_MARK ?= ros
 test-ros: setup
 	$(PY) -m pytest -m "$(ROS_MARK)" $(PYTEST_ARGS)
 
+# Verification gates and report (reports/verify/index.md, .html); VERIFY_ARGS=--quick for
+# the short form, --ops NAME... to select (docs/verification.md).
+VERIFY_ARGS ?=
 verify: setup
-	$(VENV)/bin/edge-loop verify
+	$(VENV)/bin/edge-loop verify $(VERIFY_ARGS)
 
 # The deployment checklist on this host (docs/check.md); exit code 0 only when every required
 # item passes. On a machine that is not the target: CHECK_ARGS="--quick --calibrate".

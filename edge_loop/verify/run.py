@@ -398,12 +398,12 @@ def verify_op(op: OpSpec, tolerances: dict[str, dict[str, Any]],
 
 # --- the deployment record --------------------------------------------------------------------
 
-def write_record(results: list[OpResult], path: Path) -> list[str]:
+def write_record(results: list[OpResult], path: Path, mode: str = 'full') -> list[str]:
     """Record the passing ops whose files, tolerance or environment changed; their names.
 
     An entry whose files and tolerance are unchanged and whose environment is not stale
     (same major.minor versions) is kept as it is, so an unchanged checkout does not dirty
-    the tracked file.
+    the tracked file; a full run replaces an entry a ``--quick`` run wrote (``mode``).
     """
     from edge_loop.verify.gate import current_environment, stale_reasons
 
@@ -416,7 +416,8 @@ def write_record(results: list[OpResult], path: Path) -> list[str]:
         env = r.environment or current_environment(('numpy',))
         old = ops.get(r.name, {})
         if (old.get('files') == r.files and old.get('tolerance') == r.tolerance
-                and old.get('environment') and not stale_reasons(old['environment'])):
+                and old.get('environment') and not stale_reasons(old['environment'])
+                and (old.get('mode') == 'full' or mode == 'quick')):
             continue
         claim = r.gates.get('claim', {})
         ops[r.name] = {
@@ -426,6 +427,7 @@ def write_record(results: list[OpResult], path: Path) -> list[str]:
             'worst_error': r.worst_error,
             'speedup': round(claim.get('speedup', 0.0), 2),
             'claimed_speedup': claim.get('claim'),
+            'mode': mode,
             'verified_at': datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds'),
         }
         written.append(r.name)
@@ -519,7 +521,7 @@ def run(args: argparse.Namespace) -> int:
     record_note = ''
     if passed and not args.no_record and not args.no_perf:
         record = args.record or default_config_file('verified.json')
-        written = write_record(results, record)
+        written = write_record(results, record, 'quick' if args.quick else 'full')
         record_note = (f'deployment record: {record} ' + (
             f'updated for {", ".join(written)}' if written else 'unchanged'))
     index = report.write_report(results, out_dir, fingerprint=baselines.fingerprint,

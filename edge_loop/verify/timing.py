@@ -148,12 +148,12 @@ def repeats_per_side(reference_s: float) -> int:
     Each side of a pair is the fastest of this many calls. A call of a few ms that the
     scheduler pre-empts once takes 3-5x as long on a loaded 2-core host; the fastest of a
     few back-to-back calls is the call that was not pre-empted. Both sides take the same
-    number, so neither is favoured; a reference of 30 ms or more gets one call per side.
+    number, so neither is favoured; a reference of 100 ms or more gets one call per side.
     """
     return int(min(MAX_REPEATS, max(1, PAIR_SIDE_S // max(reference_s, 1e-6))))
 
 
-PAIR_SIDE_S = 0.03
+PAIR_SIDE_S = 0.1
 MAX_REPEATS = 5
 
 
