@@ -20,6 +20,19 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+# Module caches of device tensors that captured functions read (ray tables, LUTs, ...).
+# A graph replays raw addresses: every tensor it read must outlive it, and torch.cuda.graph
+# empties the allocator's cache when it starts a capture, so a table dropped from its cache
+# after one capture is unmapped by the next one (the H200 run's "illegal memory access").
+# Each GraphedStep keeps a snapshot of these caches, i.e. a reference to every such tensor.
+_KEEPALIVE: list[dict] = []
+
+
+def keep_alive_cache(cache: dict) -> dict:
+    """Register a module-level cache of device tensors whose entries graphs may capture."""
+    _KEEPALIVE.append(cache)
+    return cache
+
 
 class GraphedStep:
     """``fn(*tensors) -> tensor or tuple of tensors`` captured for fixed input shapes."""
@@ -37,6 +50,7 @@ class GraphedStep:
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
             self.static_out = fn(*self.static_in)
+        self._held = [dict(cache) for cache in _KEEPALIVE]
 
     def __call__(self, *inputs: torch.Tensor) -> object:
         """Copy ``inputs`` (host or device tensors) into the static buffers and replay."""

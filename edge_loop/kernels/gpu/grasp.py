@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
-from edge_loop.kernels.gpu.graphs import GraphCache
+from edge_loop.kernels.gpu.graphs import GraphCache, keep_alive_cache
 from edge_loop.kernels.gpu.locator import world_rays_t
 from edge_loop.kernels.gpu.occupancy import depth_metres
 from edge_loop.kernels.gpu.transfer import as_host_tensor
@@ -33,7 +33,7 @@ from edge_loop.kernels.grasp_planner import DEFAULT_GRASP_PARAMS, GraspParams
 from edge_loop.kernels.grasp_types import PlanarGrasp
 from edge_loop.kernels.object_locator import DetectedObject, check_inputs
 
-_OFFSETS: dict[tuple, torch.Tensor] = {}
+_OFFSETS: dict[tuple, torch.Tensor] = keep_alive_cache({})
 
 
 def _offsets(offsets: tuple[float, ...], device: torch.device) -> torch.Tensor:

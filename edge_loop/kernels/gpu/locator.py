@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - torch's own spelling
 
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
+from edge_loop.kernels.gpu.graphs import keep_alive_cache
 from edge_loop.kernels.gpu.occupancy import depth_metres
 from edge_loop.kernels.object_locator import (
     CHROMA_OFFSET,
@@ -54,8 +55,8 @@ class PixelMasks:
     cut: object      # (H, W) bool: foreground pixels cut by colour, hue or depth steps
 
 
-_RAYS: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
-_LUTS: dict[tuple, torch.Tensor] = {}
+_RAYS: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = keep_alive_cache({})
+_LUTS: dict[tuple, torch.Tensor] = keep_alive_cache({})
 
 
 def world_rays_t(intr: Intrinsics, ext: Extrinsics,

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
-from edge_loop.kernels.gpu.graphs import GraphCache
+from edge_loop.kernels.gpu.graphs import GraphCache, keep_alive_cache
 from edge_loop.kernels.gpu.transfer import as_host_tensor
 from edge_loop.kernels.occupancy import (
     DEFAULT_GRID,
@@ -53,7 +53,7 @@ class RayTable:
     hz0: float
 
 
-_TABLES: dict[tuple, RayTable] = {}
+_TABLES: dict[tuple, RayTable] = keep_alive_cache({})
 
 
 def ray_table(intr: Intrinsics, ext: Extrinsics, spec: GridSpec, stride: int,
