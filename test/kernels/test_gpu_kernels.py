@@ -252,7 +252,8 @@ def test_ledger_counts_by_direction_and_kind():
 
 def test_every_gpu_op_is_discovered_with_a_tolerance_row():
     names = [op.name for op in discover_ops() if '.cuda.' in op.name]
-    assert len(names) == len(ops_gpu_occupancy.OPS) + len(ops_gpu_vision.OPS) == 12
+    assert len(names) == len(ops_gpu_occupancy.OPS) + len(ops_gpu_vision.OPS) == (
+        12 if ops_gpu_vision.ort_has_cuda() else 11)
     assert all(n in TOL and TOL[n].get('reason') for n in names)
 
 
