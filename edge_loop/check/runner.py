@@ -235,7 +235,7 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
                                          scale)
         lo, hi = fault.fault_window
         if hi > lo:
-            window = session._window(lo, hi)
+            window = session.window(lo, hi)
             out.fault_samples = latency.LatencySamples.from_arrivals(
                 window[0], window[1], 'pick_controller', window[2])
         if hook is not None:
@@ -351,11 +351,6 @@ def run(args: argparse.Namespace) -> int:
     print(f'\npage: {outcome.files["markdown"]} and {outcome.files["html"]} '
           f'({time.monotonic() - t0:.0f} s)')
     return 0 if outcome.passed else 1
-
-
-def failed_items(outcome: CheckOutcome) -> list[int]:
-    """Numbers of the items that make the page fail."""
-    return [i.number for i in outcome.items if i.blocks]
 
 
 __all__ = ['CheckOptions', 'CheckOutcome', 'run', 'run_check', 'Status']

@@ -334,11 +334,12 @@ class CheckSession:
                   f'{frames} camera frames')
         end_ns = time.time_ns()
         time.sleep(0.5)      # the last frames' outputs are still on their way
-        return self._window(start_ns, end_ns)
+        return self.window(start_ns, end_ns)
 
-    def _window(self, start_ns: int, end_ns: int) -> tuple[dict[str, dict[int, int]],
+    def window(self, start_ns: int, end_ns: int) -> tuple[dict[str, dict[int, int]],
                                                            dict[int, int], list[int],
                                                            list[float]]:
+        """What was recorded for camera frames stamped in [start_ns, end_ns] (see above)."""
         rec = self.recorder
         assert rec is not None
         stamps = sorted(s for s in rec.first_arrivals(topics.CAMERA_INFO, start_ns)
