@@ -114,6 +114,76 @@ def build_decoder(args: argparse.Namespace, fmt: str, device: torch.device,
     return dec, runner, info
 
 
+class KernelsLoopStep:
+    """Issue 31's :func:`gpu_loop_step` in the shape :func:`run_loop` times.
+
+    Upload (pinned handoff), perception (locator masks, occupancy, grasp scoring), download
+    (grid and mask bits through the handoff); ``control`` is empty (the controller is CPU-side).
+    """
+
+    label = 'edge_loop.kernels.gpu.loop.gpu_loop_step (issue 31), VGA scene of 5 boxes'
+
+    def __init__(self, device: torch.device) -> None:
+        from edge_loop.kernels.gpu import occupancy as gocc
+        from edge_loop.kernels.gpu.transfer import CopyLedger, Handoff
+        from edge_loop.kernels.object_locator import locate_objects, rank_targets
+        from edge_loop.verify.sweeps import scene
+
+        self.device = device
+        base = scene(640, 480, seed=7, n_boxes=5, depth_encoding='16UC1')
+        self.color, self.depth = base.color, base.depth
+        self.host_depth = torch.from_numpy(self.depth)   # run_loop perturbs a few pixels
+        self.intr, self.ext = base.intrinsics, base.extrinsics
+        objs = locate_objects(self.color, self.depth, self.intr, self.ext)
+        pts = np.ascontiguousarray(objs[rank_targets(objs)[0]].points, np.float32)
+        self.target = torch.from_numpy(pts).to(device)
+        self.handoff = Handoff(device, 'pinned' if device.type == 'cuda' else 'pageable',
+                               CopyLedger())
+        self.mapper = gocc.TorchOccupancyMapper(device=device)
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.result: Any = None
+
+    def fill_frame(self, generator: torch.Generator) -> None:
+        return None
+
+    def nbytes(self) -> dict[str, int]:
+        return {'device': int(self.mapper.logodds_t.numel() * 4), 'host': 0}
+
+    def upload(self) -> None:
+        self.tensors = {'color': self.handoff.to_device(self.color),
+                        'depth': self.handoff.to_device(self.depth)}
+
+    def perceive(self) -> None:
+        from edge_loop.kernels.gpu.loop import gpu_loop_step
+
+        self.result = gpu_loop_step(self.tensors, self.intr, self.ext, self.mapper,
+                                    target_points=self.target)
+
+    def control(self) -> None:
+        return None
+
+    def download(self) -> None:
+        for name, t in (('grid', self.result.grid), ('mask bits', self.result.fg_bits),
+                        ('mask bits', self.result.cut_bits)):
+            self.handoff.to_host(t, name)
+
+    def __call__(self) -> Any:
+        with torch.inference_mode():
+            self.upload()
+            self.perceive()
+            self.download()
+        return self.result
+
+
+def make_loop_step(args: argparse.Namespace, device: torch.device) -> Any:
+    """The loop step to measure: ours (representative) or issue 31's kernels."""
+    if args.loop_step == 'kernels':
+        return KernelsLoopStep(device)
+    step = RepresentativeStep(device=device)
+    step.fill_frame(torch.Generator().manual_seed(0))
+    return step
+
+
 def release(*objs: Any) -> None:
     del objs
     gc.collect()
@@ -256,15 +326,16 @@ def make_stream(device: torch.device, high: bool) -> Any:
 
 def phase_loop_alone(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     a0 = allocated(device)
-    step = RepresentativeStep(device=device)
-    step.fill_frame(torch.Generator().manual_seed(0))
+    step = make_loop_step(args, device)
     sync(device)
-    out: dict[str, Any] = {'label': LOOP_LABEL, 'resident_bytes': step.nbytes(),
+    out: dict[str, Any] = {'label': getattr(step, 'label', LOOP_LABEL),
+                           'resident_bytes': step.nbytes(),
                            'allocated_bytes': allocated(device) - a0}
-    for _ in range(20):
+    warm, frames = (20, 50) if device.type == 'cuda' else (2, 5)   # the CPU is slow
+    for _ in range(warm):
         step()
     sync(device)
-    out['allocations_per_frame'] = counters.allocations_per_frame(step, 50, device)
+    out['allocations_per_frame'] = counters.allocations_per_frame(step, frames, device)
     for name, high in (('default_stream', False), ('high_priority_stream', True)):
         out[name] = run_loop(step, args.window_s, args.loop_hz, args.deadline_ms,
                              make_stream(device, high))
@@ -279,9 +350,9 @@ def worker_command(args: argparse.Namespace, fmt: str, seconds: float, pace: flo
 
 
 def phase_interference(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
-    out: dict[str, Any] = {'label': LOOP_LABEL, 'decoder_format': args.formats[0]}
-    step = RepresentativeStep(device=device)
-    step.fill_frame(torch.Generator().manual_seed(0))
+    step = make_loop_step(args, device)
+    out: dict[str, Any] = {'label': getattr(step, 'label', LOOP_LABEL),
+                           'decoder_format': args.formats[0]}
     hi, lo = make_stream(device, True), make_stream(device, False)
     dec, runner, _ = build_decoder(args, args.formats[0], device, stream=lo)
     runner.tokens_per_second(8)
@@ -346,7 +417,7 @@ def fit_case(args: argparse.Namespace) -> None:
         torch.cuda.set_per_process_memory_fraction(
             min(1.0, pool / total), device.index or torch.cuda.current_device())
     try:
-        step = RepresentativeStep(device=device)
+        step = make_loop_step(args, device)
         dec, runner, info = build_decoder(args, args.formats[0], device,
                                           stream=make_stream(device, False))
         runner.tokens_per_second(16)
@@ -368,7 +439,7 @@ def phase_fits(args: argparse.Namespace) -> dict[str, Any]:
         for fmt in args.formats:
             cmd = [sys.executable, str(SCRIPT), 'fit', '--device', args.device, '--preset',
                    args.preset, '--context', str(args.context), '--formats', fmt,
-                   '--pool-gib', str(pool_gib)]
+                   '--pool-gib', str(pool_gib), '--loop-step', args.loop_step]
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
             try:
                 case = json.loads(res.stdout.strip().splitlines()[-1])
@@ -394,8 +465,7 @@ def soak(args: argparse.Namespace) -> None:
         total = torch.cuda.get_device_properties(device).total_memory
         torch.cuda.set_per_process_memory_fraction(
             min(1.0, pool / total), device.index or torch.cuda.current_device())
-    step = RepresentativeStep(device=device)
-    step.fill_frame(torch.Generator().manual_seed(0))
+    step = make_loop_step(args, device)
     lo = make_stream(device, False)
     dec, runner, _ = build_decoder(args, args.formats[0], device, stream=lo)
     stop = threading.Event()
@@ -450,7 +520,8 @@ def soak(args: argparse.Namespace) -> None:
 
 
 def phase_soak(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {'label': LOOP_LABEL}
+    out: dict[str, Any] = {'label': LOOP_LABEL if args.loop_step == 'representative'
+                           else KernelsLoopStep.label}
     for expandable in (False, True):
         env = dict(os.environ)
         env['PYTORCH_CUDA_ALLOC_CONF'] = f'expandable_segments:{expandable}'
@@ -458,7 +529,8 @@ def phase_soak(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
         cmd = [sys.executable, str(SCRIPT), 'soak', '--device', args.device, '--preset',
                args.preset, '--context', str(args.context), '--formats', args.soak_format,
                '--pool-gib', str(args.soak_pool_gib), '--window-s', str(args.soak_s),
-               '--result', str(path), '--loop-hz', str(args.loop_hz)]
+               '--result', str(path), '--loop-hz', str(args.loop_hz),
+               '--loop-step', args.loop_step]
         res = subprocess.run(cmd, env=env, capture_output=True, text=True,
                              timeout=args.soak_s + 240)
         if res.returncode != 0:
@@ -599,6 +671,10 @@ def main() -> None:
     parser.add_argument('--soak-format', default='fp16')
     parser.add_argument('--soak-pool-gib', type=float, default=16.0)
     parser.add_argument('--tokens-per-request', type=int, default=64)
+    parser.add_argument('--loop-step', default='representative',
+                        choices=('representative', 'kernels'),
+                        help="the loop step: ours (labelled representative) or issue 31's "
+                        'gpu_loop_step')
     parser.add_argument('--phases', default='formats,loop,interference,fits,soak')
     parser.add_argument('--result', default='')
     parser.add_argument('--out', default=os.environ.get('OUT', 'bench/results'))
