@@ -10,6 +10,8 @@ by the submodules): a CPU-only robot without torch never imports this package.
 - :mod:`.locator`: the locator's per-pixel colour/depth masks;
 - :mod:`.grasp`: grasp-candidate scoring;
 - :mod:`.segnet`: segnet as a torch module on a device, and through ONNX Runtime providers;
+- :mod:`.graphs`: one CUDA graph per stage and frame shape (the kernels are launch-bound
+  without it);
 - :mod:`.transfer`: host/device handoff methods and the copy ledger;
 - :mod:`.loop`: :func:`gpu_loop_step`, one frame's per-pixel work on a device.
 """
