@@ -1,0 +1,114 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Plots of bench_memory.py's results for docs/memory.md.
+
+python3 bench/plot_memory.py bench/results/memory_h200.json docs/memory
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+GIB = 2**30
+
+def plot(result: Path, out: Path) -> None:
+    """Draw the three figures of docs/memory.md from a bench_memory results JSON."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    data = json.loads(Path(result).read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    conditions = [('loop alone', data['loop']['high_priority_stream'])] + [
+        (name.replace('_', ' '), data['interference'][name]) for name in (
+            'same_process_default_priority', 'same_process_high_priority',
+            'same_process_high_priority_paced', 'second_process', 'second_process_paced')]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    labels = [c[0] for c in conditions]
+    x = np.arange(len(labels))
+    for offset, key in ((-0.2, 'p50'), (0.2, 'p99')):
+        axes[0].bar(x + offset, [c[1]['end_to_end_ms'][key] for c in conditions], 0.4,
+                    label=f'end to end {key}')
+    axes[0].set_xticks(x, labels, rotation=25, ha='right', fontsize=8)
+    axes[0].set_ylabel('ms')
+    axes[0].set_title('loop step (representative) beside the 7B fp16 decoder')
+    axes[0].legend()
+    stages = list(conditions[0][1]['stages_ms'])
+    for i, stage in enumerate(stages):
+        axes[1].bar(x + (i - 1.5) * 0.2, [c[1]['stages_ms'][stage]['p99'] for c in conditions],
+                    0.2, label=stage)
+    axes[1].set_xticks(x, labels, rotation=25, ha='right', fontsize=8)
+    axes[1].set_ylabel('p99 ms (CUDA events)')
+    axes[1].set_title('per-stage p99')
+    axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(out / 'loop_latency.png', dpi=110)
+    plt.close(fig)
+
+    fmts = [f for f in ('fp16', 'int8', 'int4') if f in data['formats']]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    parts = [('weights', [data['formats'][f]['weights_bytes'] for f in fmts]),
+             ('KV cache', [data['formats'][f]['kv_cache_bytes'] for f in fmts]),
+             ('decode graph pool', [data['formats'][f]['graph_pool_bytes'] for f in fmts]),
+             ('loop step', [data['loop']['allocated_bytes']] * len(fmts))]
+    bottom = np.zeros(len(fmts))
+    for name, values in parts:
+        gib = np.asarray(values) / GIB
+        axes[0].bar(fmts, gib, bottom=bottom, label=name)
+        bottom += gib
+    for pool in (8, 16):
+        axes[0].axhline(pool, color='k', ls='--', lw=0.8)
+        axes[0].text(-0.45, pool + 0.2, f'{pool} GiB pool', fontsize=8)
+    axes[0].set_ylabel('GiB allocated (torch)')
+    axes[0].set_title('memory per tenant (CUDA context of ~0.5 GiB per process not shown)')
+    axes[0].legend(fontsize=8)
+    tps = [data['formats'][f]['tokens_per_s_graph'] for f in fmts]
+    axes[1].bar(fmts, tps, label='alone, CUDA-graph replay')
+    beside = data['interference']['same_process_high_priority']['decoder_tokens_per_s']
+    axes[1].bar(['fp16 beside loop'], [beside], label='fp16 beside the loop (same process)')
+    axes[1].axhline(150, color='r', ls='--', lw=0.8, label='target 150 tok/s')
+    axes[1].set_ylabel('tokens/s, batch 1')
+    axes[1].set_title('decoder throughput')
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / 'decoder_formats.png', dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    pool = data['soak']['default_segments']['pool_gib'] * GIB
+    for key, colour in (('default_segments', 'C0'), ('expandable_segments', 'C1')):
+        samples = data['soak'][key]['samples']
+        t = [s['t'] for s in samples]
+        axes[0].plot(t, [100 * s['reserved_minus_allocated'] / pool for s in samples],
+                     colour, label=key.replace('_', ' '))
+        axes[1].plot(t, [s['largest_free_block'] / 2**20 for s in samples], colour,
+                     label=key.replace('_', ' '))
+    axes[0].axhline(5, color='r', ls='--', lw=0.8, label='target 5 % of the pool')
+    axes[0].set_ylabel('reserved - allocated, % of the 16 GiB pool')
+    axes[1].set_ylabel('largest free block, MiB')
+    for ax in axes:
+        ax.set_xlabel('soak time, s')
+        ax.legend(fontsize=8)
+    fig.suptitle('soak: frames at 100 Hz + decode requests (prompts 16-511 tokens, 64 new)')
+    fig.tight_layout()
+    fig.savefig(out / 'soak_fragmentation.png', dpi=110)
+    plt.close(fig)
+    print('plots in', out)
+
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('result', type=Path)
+    parser.add_argument('out', type=Path)
+    args = parser.parse_args()
+    plot(args.result, args.out)
+
+
+if __name__ == '__main__':
+    main()
