@@ -226,7 +226,8 @@ def compare_case(op: OpSpec, case: Case, tol: dict[str, Any]) -> CaseResult:
                   'reference returned') + '; ' + (
             f'deployed raised {type(dep_exc).__name__}: {dep_exc}' if dep_exc else
             'deployed returned')
-        return CaseResult(case.name, same, 0.0 if same else float('inf'), detail, **base)
+        err = 0.0 if same else float('inf')
+        return CaseResult(case.name, same, err, detail, max_abs=err, max_rel=err, **base)
     try:
         cmp = as_comparison(op.compare(ref, dep, tol))
     except Exception as exc:  # noqa: BLE001 - a compare that crashes is a failed case
