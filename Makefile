@@ -17,7 +17,7 @@ DEMO_ARGS ?=
 export ROS_LOG_DIR ?= $(CURDIR)/log/ros
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup demo test test-ros verify check bench bench-transport bench-sim bench-vision bench-deadline \
+.PHONY: setup test-robot-deps demo test test-ros verify check bench bench-transport bench-sim bench-vision bench-deadline \
 	bench-occupancy bench-grasp-state bench-perception bench-pick-kernel bench-pick bench-replay train lint clean \
 	record-default
 
@@ -41,6 +41,18 @@ $(STAMP): requirements.txt requirements-$(ROS_DISTRO).txt setup.py package.xml
 	    launch launch_ros launch_testing launch_pytest launch_testing_ros; \
 	else echo "note: $(LAUNCH_WHEELS) not found: the launch tests (test/launch) will skip"; fi
 	@touch $@
+
+# The robot's Python packages (Ubuntu 24.04 + apt Jazzy: numpy 1.26, OpenCV 4.6, pinned by
+# constraints-robot.txt): the kernel unit tests in a venv without ROS (docs/robot_install.md).
+# Not a CI leg: it measured several minutes here, over CI's room for it.
+ROBOT_VENV ?= .venv-robot-deps
+test-robot-deps:
+	@test -x $(ROBOT_VENV)/bin/python || $(PYTHON) -m venv $(ROBOT_VENV)
+	$(ROBOT_VENV)/bin/python -m pip install -q -c constraints-robot.txt numpy \
+	  opencv-python-headless onnxruntime pyyaml 'pytest==8.3.5' pytest-timeout
+	$(ROBOT_VENV)/bin/python -c 'import numpy, cv2; print("numpy", numpy.__version__, "OpenCV", cv2.__version__)'
+	PYTHONPATH=$(CURDIR) $(ROBOT_VENV)/bin/python -m pytest test/kernels -p no:cacheprovider \
+	  --ignore=test/kernels/test_deadline.py --ignore=test/kernels/test_grasp_state.py $(PYTEST_ARGS)
 
 demo: setup
 	$(VENV)/bin/edge-loop demo $(DEMO_ARGS)
