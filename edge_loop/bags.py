@@ -240,3 +240,59 @@ def cdr_with_stamp(data: bytes | bytearray, stamp_ns: int) -> bytes:
     out[4:8] = sec.to_bytes(4, endian, signed=True)
     out[8:12] = nanosec.to_bytes(4, endian)
     return bytes(out)
+
+
+# The RGB-D camera's topics by role, as a RealSense driver names them under its namespace
+# (realsense-ros 4.x: /camera/camera/color/image_raw, ...; older and ours: /camera/...).
+CAMERA_SUFFIXES = {'color': 'color/image_raw', 'depth': 'aligned_depth_to_color/image_raw',
+                   'info': 'color/camera_info'}
+COMPRESSED_TYPE = 'sensor_msgs/msg/CompressedImage'
+
+
+def find_camera_topics(bag_topics: dict[str, str]) -> dict[str, str]:
+    """Role ('color', 'depth', 'info') -> the bag's topic, under any one namespace.
+
+    Empty when the bag has no complete raw set. A bag recorded with ``ros2 bag record`` on a
+    RealSense robot keeps the driver's names; the caller republishes them under the
+    contract's names. Raises BagError when the images are there only compressed.
+    """
+    for topic in sorted(bag_topics):
+        if not topic.endswith('/' + CAMERA_SUFFIXES['info']):
+            continue
+        prefix = topic[:-len(CAMERA_SUFFIXES['info'])]
+        found = {role: prefix + suffix for role, suffix in CAMERA_SUFFIXES.items()}
+        if all(bag_topics.get(t) not in (None, COMPRESSED_TYPE) for t in found.values()):
+            return found
+    compressed = sorted(t for t, msgtype in bag_topics.items() if msgtype == COMPRESSED_TYPE)
+    if compressed:
+        raise BagError(
+            f'the camera images are recorded compressed only ({", ".join(compressed)}); '
+            'the loop needs raw sensor_msgs/Image colour and aligned 16UC1/32FC1 depth: '
+            'record the raw topics (ros2 bag record .../color/image_raw '
+            '.../aligned_depth_to_color/image_raw .../color/camera_info) or convert the bag '
+            'with image_transport republish first')
+    return {}
+
+
+def transient_local_topics(reader: BagReader) -> set[str]:
+    """Topics the recorder saw offered as transient local (latched), from the metadata.
+
+    rosbag2 stores each topic's offered QoS profiles (``ros2 bag record`` writes them; a
+    ``--qos-profile-overrides-path`` file changes what was recorded); durability is an enum
+    (1 = transient local) in older metadata and a name in newer.
+    """
+    latched = set()
+    for conn in reader._check_open().connections:
+        profiles = getattr(conn.ext, 'offered_qos_profiles', None) or []
+        if isinstance(profiles, str):
+            import yaml
+
+            profiles = yaml.safe_load(profiles) or []
+        for profile in profiles:
+            durability = profile.get('durability') if isinstance(profile, dict) else getattr(
+                profile, 'durability', None)
+            value = getattr(durability, 'value', durability)
+            if value in (1, 'transient_local', 'TRANSIENT_LOCAL') or str(value).lower().endswith(
+                    'transient_local'):
+                latched.add(conn.topic)
+    return latched

@@ -84,3 +84,50 @@ def test_header_stamp_is_read_and_rewritten_in_serialized_messages():
     assert out.header.frame_id == 'gripper' and list(out.effort) == [1.5, 2.5]
     with pytest.raises(ValueError, match='not a plain CDR'):
         cdr_stamp_ns(b'\x01\x07' + data[2:])
+
+
+def test_camera_topics_found_under_a_realsense_namespace():
+    from edge_loop.bags import find_camera_topics
+
+    image, info = 'sensor_msgs/msg/Image', 'sensor_msgs/msg/CameraInfo'
+    realsense = {'/camera/camera/color/image_raw': image,
+                 '/camera/camera/aligned_depth_to_color/image_raw': image,
+                 '/camera/camera/color/camera_info': info,
+                 '/camera/camera/depth/image_rect_raw': image,
+                 '/tf_static': 'tf2_msgs/msg/TFMessage'}
+    assert find_camera_topics(realsense) == {
+        'color': '/camera/camera/color/image_raw',
+        'depth': '/camera/camera/aligned_depth_to_color/image_raw',
+        'info': '/camera/camera/color/camera_info'}
+    ours = {'/camera/color/image_raw': image, '/camera/color/camera_info': info,
+            '/camera/aligned_depth_to_color/image_raw': image}
+    assert find_camera_topics(ours)['color'] == '/camera/color/image_raw'
+    # No aligned depth: not a camera set this loop can use.
+    assert find_camera_topics({'/camera/color/image_raw': image,
+                               '/camera/color/camera_info': info}) == {}
+
+
+def test_compressed_only_camera_is_a_clear_error():
+    from edge_loop.bags import find_camera_topics
+
+    compressed = {'/camera/camera/color/image_raw/compressed': 'sensor_msgs/msg/CompressedImage',
+                  '/camera/camera/aligned_depth_to_color/image_raw/compressedDepth':
+                      'sensor_msgs/msg/CompressedImage',
+                  '/camera/camera/color/camera_info': 'sensor_msgs/msg/CameraInfo'}
+    with pytest.raises(BagError, match='compressed only.*record the raw topics'):
+        find_camera_topics(compressed)
+
+
+def test_transient_local_topics_from_the_offered_qos():
+    from types import SimpleNamespace
+
+    from edge_loop.bags import transient_local_topics
+
+    def conn(topic, profiles):
+        return SimpleNamespace(topic=topic, ext=SimpleNamespace(offered_qos_profiles=profiles))
+    reader = SimpleNamespace(_check_open=lambda: SimpleNamespace(connections=[
+        conn('/tf_static', [{'history': 3, 'depth': 0, 'reliability': 1, 'durability': 1}]),
+        conn('/tf', [{'durability': 2}]),
+        conn('/map', '- durability: transient_local\n  reliability: reliable\n'),
+        conn('/camera/color/image_raw', [])]))
+    assert transient_local_topics(reader) == {'/tf_static', '/map'}

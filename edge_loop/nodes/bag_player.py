@@ -25,6 +25,11 @@
   publishes camera_info and, while someone subscribes, the Image topics); ``ros`` publishes
   the recorded messages as they are.
 - A missing, truncated or unknown-type bag fails ``configure`` with the reason.
+- Bags from ``ros2 bag record`` on a robot: the camera topics are found under any namespace
+  (realsense-ros 4.x records /camera/camera/color/image_raw, ...) and replayed under the
+  contract's names (remap those with camera_ns as for a live camera); topics recorded as
+  transient local (the metadata's offered QoS, e.g. /tf_static) are replayed latched; images
+  recorded only compressed fail ``configure`` with what to record instead.
 """
 
 from __future__ import annotations
@@ -48,8 +53,10 @@ from edge_loop.bags import (
     BagReader,
     cdr_stamp_ns,
     cdr_with_stamp,
+    find_camera_topics,
     header_first,
     message_class,
+    transient_local_topics,
 )
 from edge_loop.images import ImageFormatError, image_to_array
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
@@ -60,6 +67,7 @@ _LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
 
 
 CAMERA_TOPICS = (topics.COLOR, topics.DEPTH, topics.CAMERA_INFO)
+CANONICAL = {'color': topics.COLOR, 'depth': topics.DEPTH, 'info': topics.CAMERA_INFO}
 
 
 class BagPlayer(StageNode):
@@ -115,6 +123,7 @@ class BagPlayer(StageNode):
         self._writer: FrameWriter | None = None
         self._frame_parts: dict[int, dict[str, Any]] = {}
         self._typestore = None
+        self._canonical: dict[str, str] = {}
         self.published = 0
         self.lockstep_timeouts = 0
         self._resumed = threading.Event()
@@ -134,7 +143,14 @@ class BagPlayer(StageNode):
         if self._reader.message_count == 0:
             raise ConfigError(f"parameter 'bag' = {self.params['bag']!r}: bag has no messages")
         bag_topics = self._reader.topics
-        if self.params['transport'] == 'shm' and all(t in bag_topics for t in CAMERA_TOPICS):
+        try:
+            camera = find_camera_topics(bag_topics)
+        except BagError as exc:
+            raise ConfigError(f"parameter 'bag' = {self.params['bag']!r}: {exc}") from None
+        # recorded camera topic -> the contract's name it is replayed under
+        self._canonical = {camera[role]: CANONICAL[role] for role in camera}
+        latched = transient_local_topics(self._reader)
+        if self.params['transport'] == 'shm' and camera:
             width, height = self._frame_size()
             self._writer = FrameWriter(self, transport='shm', channel=self.params['frame_channel'],
                                        max_width=width, max_height=height)
@@ -144,16 +160,18 @@ class BagPlayer(StageNode):
         for topic, msgtype in bag_topics.items():
             if topic in self.params['skip_topics']:
                 continue
-            if self._writer is not None and topic in CAMERA_TOPICS:
+            if self._writer is not None and topic in self._canonical:
                 self._topic_pubs[topic] = None   # goes through the frame channel
                 self._types[topic] = message_class(msgtype)
                 continue
             cls = message_class(msgtype)
             self._types[topic] = cls
             self._raw[topic] = header_first(cls)
+            name = self._canonical.get(topic, topic)
+            qos = _LATCHED if topic in latched else 50
             self._topic_pubs[topic] = self.create_lifecycle_publisher(
-                cls, topic, 50, event_callbacks=PublisherEventCallbacks(
-                    matched=lambda info, t=topic: self._on_matched(t, info)))
+                cls, name, qos, event_callbacks=PublisherEventCallbacks(
+                    matched=lambda info, t=name: self._on_matched(t, info)))
         self._done_pub = self.create_lifecycle_publisher(Bool, '~/done', _LATCHED)
         if self.params['publish_clock']:
             if self.params['restamp']:
@@ -188,7 +206,8 @@ class BagPlayer(StageNode):
     def _frame_size(self) -> tuple[int, int]:
         """Size of the bag's camera frames (sizes the shared-memory pool)."""
         assert self._reader is not None
-        for item in self._reader.messages([topics.CAMERA_INFO]):
+        info_topics = [t for t, c in self._canonical.items() if c == topics.CAMERA_INFO]
+        for item in self._reader.messages(info_topics or [topics.CAMERA_INFO]):
             info = deserialize_message(item.data, message_class(item.msgtype))
             return max(1, int(info.width)), max(1, int(info.height))
         return 1920, 1080
@@ -273,7 +292,8 @@ class BagPlayer(StageNode):
     def _has_reader(self, topic: str) -> bool:
         # The writer-side matched event, not the graph: a subscriber seen in the graph may not
         # have matched our writer yet, and its first messages would be lost (Fast DDS 3).
-        if self._topic_pubs.get(topic) is not None:
+        recorded = {c: r for r, c in self._canonical.items()}.get(topic, topic)
+        if self._topic_pubs.get(recorded) is not None:
             return self._matched.get(topic, 0) >= 1
         return self.count_subscribers(topic) >= 1
 
@@ -361,9 +381,9 @@ class BagPlayer(StageNode):
                 if delay > 0 and self._stop.wait(delay):
                     return t0_log, last_log
             if self._clock_pub is not None:
-                self._tick_clock(item.timestamp_ns, force=item.topic in CAMERA_TOPICS)
+                self._tick_clock(item.timestamp_ns, force=item.topic in self._canonical)
             stamp = self._publish(item, restamp, stamp_map)
-            if item.topic == frame_topic and stamp is not None:
+            if self._canonical.get(item.topic, item.topic) == frame_topic and stamp is not None:
                 pending = (item.timestamp_ns, stamp)
         if lockstep and pending is not None:
             self._wait_answer(pending[1])
@@ -382,7 +402,7 @@ class BagPlayer(StageNode):
 
     def _publish(self, item: BagMessage, restamp: bool, stamp_map: dict[int, int]) -> int | None:
         """Publish one message (or add it to a shared-memory frame); returns its stamp."""
-        if self._writer is not None and item.topic in CAMERA_TOPICS:
+        if self._writer is not None and item.topic in self._canonical:
             return self._to_frame(item, restamp, stamp_map)
         if self._raw.get(item.topic):
             # Header-first message: published as the recorded bytes (restamped in place),
@@ -426,7 +446,8 @@ class BagPlayer(StageNode):
 
     def _to_frame(self, item: BagMessage, restamp: bool, stamp_map: dict[int, int]) -> int | None:
         """Collect colour, depth and camera_info of a frame; write them into one loan."""
-        if item.topic == topics.CAMERA_INFO:
+        role = self._canonical[item.topic]
+        if role == topics.CAMERA_INFO:
             msg = deserialize_message(item.data, self._types[item.topic])
         else:
             # rosbags gives the pixel bytes as a view on the raw record: the only copy of the
@@ -437,7 +458,7 @@ class BagPlayer(StageNode):
             msg = self._typestore.deserialize_cdr(item.data, item.msgtype)
         original = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
         parts = self._frame_parts.setdefault(original, {})
-        parts[item.topic] = msg
+        parts[role] = msg
         if len(self._frame_parts) > 8:   # an incomplete frame never completes: drop it
             self._frame_parts.pop(next(iter(self._frame_parts)))
         if len(parts) < len(CAMERA_TOPICS):
