@@ -840,12 +840,14 @@ class DeadlineMonitor(StageNode):
                         self._missed.pop(next(iter(self._missed)))
             elif isinstance(verdict, Note):
                 log = self.get_logger()
-                if verdict.level == 'info':
+                if verdict.level == 'miss':   # one line a second at most, whatever the rate
+                    log.warn(verdict.text, throttle_duration_sec=1.0)
+                elif verdict.level == 'info':
                     log.info(verdict.text)
                 elif verdict.level == 'error':
                     log.error(verdict.text)
                 else:
-                    log.warn(verdict.text, throttle_duration_sec=1.0)
+                    log.warn(verdict.text)
             elif isinstance(verdict, Deactivate):
                 self._requests.put('deactivate')
 

@@ -45,7 +45,7 @@ class SafeStop:
 
 @dataclass(frozen=True)
 class Note:
-    """A log line: ``level`` is info, warn or error."""
+    """A log line: ``level`` is info, warn, error or miss (a warning the node throttles)."""
 
     level: str
     text: str
@@ -293,7 +293,7 @@ class LoopJudge:
         """Count a miss; ``what``: (reason and frame, detail) for the log line."""
         to_error = self.health.miss()
         head, detail = what
-        out.append(Note('warn', f'{head} ({detail + "; " if detail else ""}consecutive misses '
+        out.append(Note('miss', f'{head} ({detail + "; " if detail else ""}consecutive misses '
                                 f'{self.health.consecutive}); safe stop published'))
         if to_error and self.controller_enabled:
             self.controller_enabled = False
