@@ -381,7 +381,8 @@ LAUNCH_ARGUMENTS = (
     ('transport', 'shm', 'shm (iceoryx2 loans) or ros (Image topics)'),
     ('params_file', '', 'ROS params file layered over the shipped config/pick.yaml'),
     ('log_level', 'info', 'log level of every node: ' + ', '.join(LOG_LEVELS)),
-    ('use_model', 'false', 'object_locator fuses the shipped segmentation model'),
+    ('use_model', '', "object_locator fuses the shipped segmentation model (true/false; '' "
+     'leaves the parameter files to decide)'),
     ('device', '', 'compute device for the nodes that declare a device parameter'),
     ('extrinsics_source', 'params', 'params: publish the camera in TF from camera_position/'
      'camera_orientation; tf: the robot already publishes it'),
@@ -447,7 +448,8 @@ def from_arguments(arguments: dict[str, str], work_dir: Path,
     nodes = graph(source, bag=args['bag'] or None, transport=args['transport'],
                   use_sim_time=flag('use_sim_time') if args['use_sim_time'] else None,
                   extra=extra, namespace=namespace, camera_ns=args['camera_ns'],
-                  replay=replay, use_model=flag('use_model'), device=args['device'],
+                  replay=replay, use_model=flag('use_model') if args['use_model'] else None,
+                  device=args['device'],
                   log_level=args['log_level'], **graph_kwargs)
     files = [default_params_file()]
     if args['params_file']:

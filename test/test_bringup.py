@@ -193,6 +193,9 @@ def test_from_arguments_layers_params_and_passes_settings(tmp_path):
     assert locator.parameters['use_model'] is True
     assert plan.transforms[0].translation == (0.0, 0.0, 1.0), 'the user file wins'
     assert plan.manager.namespace == '/r1'
+    default = bringup.from_arguments({}, tmp_path / 'work')
+    assert 'use_model' not in next(n for n in default.nodes if n.name == 'object_locator'
+                                   ).parameters, 'an unset argument must not mask params_file'
     assert not bringup.from_arguments({'extrinsics_source': 'tf'}, tmp_path).transforms
     for bad, match in (({'rate': 'fast'}, 'rate'), ({'loop': 'maybe'}, 'loop'),
                        ({'log_level': 'loud'}, 'log_level'), ({'nope': '1'}, 'unknown'),
