@@ -193,9 +193,11 @@ class BaselineStore:
 
 # A regression is a speed-up shown to have dropped below the baseline's lower interval end
 # / REGRESSION_FACTOR: the current interval's upper end is below that. Docs/verification.md
-# gives the measurements the factor comes from (on the loaded 2-core VM one op's median
-# speed-up moved between runs by up to 1.7x: segnet.onnx 82x [77, 92] and 140x [103, 182]).
-REGRESSION_FACTOR = 1.5
+# gives the measurements the factor comes from: on the loaded 2-core VM the same host's
+# median speed-up moved between runs by up to 2x with no code changed (occupancy.integrate
+# 680x [580, 836] and 336x [313, 376]: its deployed side is memory-bound and slows with the
+# neighbours' memory traffic), so a factor 1.5 failed an unchanged checkout.
+REGRESSION_FACTOR = 3.0
 
 
 def regression_check(measured: dict[str, Any], baseline: dict[str, Any] | None,
