@@ -318,6 +318,9 @@ class LifecycleManager(Node):
         now = time.monotonic()
         graph = {(ns.rstrip('/') + '/' + n).lstrip('/')
                  for n, ns in self.get_node_names_and_namespaces()}
+        own = self.get_namespace().strip('/')
+        if own:   # node_names are relative to this manager's namespace (launch namespace:=)
+            graph |= {g[len(own) + 1:] for g in graph if g.startswith(own + '/')}
         for name, watch in watches.items():
             if watch.pid is not None and not _process_alive(watch.pid):
                 self._failure(name, f'process {watch.pid} exited')
