@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import Point, Point32, Polygon, PolygonStamped, PoseArray
-from sensor_msgs.msg import Image
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -44,11 +43,11 @@ from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
 from edge_loop.nodes.vision_common import (
     GATE_PARAMS,
     BadFrameError,
+    LabelReader,
     PerceptionPairing,
     delete_all,
     extrinsics_from,
     frame_inputs,
-    labels_from_message,
     stamp_ns,
 )
 
@@ -113,6 +112,7 @@ class GraspPlannerNode(StageNode):
         self._health: StageHealth | None = None
         self._pubs: dict[str, Any] = {}
         self._subs: list[Any] = []
+        self._labels: LabelReader | None = None
         self._pairing: PerceptionPairing | None = None
         self._missing_reported = 0
 
@@ -137,9 +137,8 @@ class GraspPlannerNode(StageNode):
         self._subs = [
             self.create_subscription(PoseArray, topics.OBJECTS,
                                      lambda m: self._on_part('objects', m), 10),
-            self.create_subscription(Image, topics.LABELS,
-                                     lambda m: self._on_part('labels', m), 4),
         ]
+        self._labels = LabelReader(self, self._on_labels)
 
     def activate_stage(self) -> None:
         """Start reading frames."""
@@ -159,6 +158,9 @@ class GraspPlannerNode(StageNode):
         for sub in self._subs:
             self.destroy_subscription(sub)
         self._subs = []
+        labels, self._labels = self._labels, None
+        if labels is not None:
+            labels.close()
         for pub in self._pubs.values():
             self.destroy_publisher(pub)
         self._pubs = {}
@@ -195,6 +197,11 @@ class GraspPlannerNode(StageNode):
         work = (scene, obstacles, intr, (time.perf_counter() - t0) * 1e3)
         self._complete(pairing.add('frame', frame.stamp_ns, work), frame.stamp)
 
+    def _on_labels(self, stamp: int, labels: Any) -> None:
+        pairing = self._pairing
+        if pairing is not None:
+            self._complete(pairing.add('labels', stamp, labels), None)
+
     def _on_part(self, kind: str, msg: Any) -> None:
         pairing = self._pairing
         if pairing is None:
@@ -209,7 +216,7 @@ class GraspPlannerNode(StageNode):
         scene, obstacles, intr, frame_ms = parts['frame']
         poses = parts['objects'].poses
         try:
-            labels = labels_from_message(parts['labels'])
+            labels = parts['labels']
             if labels.shape != (intr.height, intr.width):
                 raise ValueError(f'label image {labels.shape[1]}x{labels.shape[0]} but the '
                                  f'frame is {intr.width}x{intr.height}')

@@ -25,7 +25,6 @@ import time
 from typing import Any
 
 from geometry_msgs.msg import Pose, PoseArray, PoseStamped
-from sensor_msgs.msg import Image
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -46,10 +45,10 @@ from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
 from edge_loop.nodes.vision_common import (
     GATE_PARAMS,
     BadFrameError,
+    LabelWriter,
     delete_all,
     extrinsics_from,
     frame_inputs,
-    labels_message,
 )
 
 
@@ -125,6 +124,7 @@ class ObjectLocatorNode(StageNode):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__('object_locator', **kwargs)
         self._model: Any = None
+        self._labels: LabelWriter | None = None
         self._health: StageHealth | None = None
         self._pubs: dict[str, Any] = {}
 
@@ -144,8 +144,8 @@ class ObjectLocatorNode(StageNode):
             'objects': self.create_lifecycle_publisher(PoseArray, topics.OBJECTS, 10),
             'object': self.create_lifecycle_publisher(PoseStamped, topics.OBJECT, 10),
             'markers': self.create_lifecycle_publisher(MarkerArray, topics.MARKERS, 10),
-            'labels': self.create_lifecycle_publisher(Image, topics.LABELS, 10),
         }
+        self._labels = LabelWriter(self)
         self._health = StageHealth(self, 'object_locator')
         self._warm_up()
 
@@ -171,6 +171,9 @@ class ObjectLocatorNode(StageNode):
         """Close the reader, drop the model session, destroy the publishers (idempotent)."""
         self.close_frames()
         self._model = None
+        labels, self._labels = self._labels, None
+        if labels is not None:
+            labels.close()
         for pub in self._pubs.values():
             self.destroy_publisher(pub)
         self._pubs = {}
@@ -201,8 +204,7 @@ class ObjectLocatorNode(StageNode):
         self._pubs['objects'].publish(PoseArray(header=header,
                                                 poses=[pose_of(o) for o in objects]))
         # The segmentation under those poses, for the grasp planner (one perception pass).
-        self._pubs['labels'].publish(labels_message(
-            label_image(objects, intr.height, intr.width), header))
+        self._labels.write(label_image(objects, intr.height, intr.width), header)
         if target is not None:
             self._pubs['object'].publish(PoseStamped(header=header, pose=pose_of(objects[target])))
         self._pubs['markers'].publish(object_markers(objects, target, header))

@@ -10,6 +10,12 @@
   ``/edge_loop/labels`` (sensor_msgs/Image ``mono8``, ``mono16`` past 255 objects; 0 =
   background, k = the k-th pose of ``/edge_loop/objects`` with the same stamp), which the grasp
   planner pairs by stamp with that PoseArray instead of running the locator again.
+- :class:`LabelWriter` / :class:`LabelReader`: how the label image travels. With
+  ``transport: shm`` it goes as an iceoryx2 loan on its own channel (``<frame_channel>/labels``,
+  one ``mono8``/``mono16`` plane, the stamp in the sample header) and the Image topic is
+  published only while someone subscribes (RViz, bags); with ``ros`` (or when shared memory
+  is unusable) it is the Image topic. A 300 KB Image per frame over DDS made the locator's
+  publish stall under load (the real-time replay deactivated the controller).
 - :class:`PerceptionPairing`: that pairing, by exact stamp, with a count of frames whose
   locator result never came.
 """
@@ -25,6 +31,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from visualization_msgs.msg import Marker
 
+from edge_loop import topics
 from edge_loop.images import COLOR_ENCODINGS, DEPTH_ENCODINGS, fill_image, image_to_array, to_rgb
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
 from edge_loop.nodes.stage_base import ConfigError, Param
@@ -123,6 +130,105 @@ def stamp_ns(stamp: Any) -> int:
 def stamp_seconds(stamp: Any) -> float:
     """A builtin_interfaces/Time as float seconds."""
     return int(stamp.sec) + int(stamp.nanosec) * 1e-9
+
+
+LABEL_MAX_WIDTH, LABEL_MAX_HEIGHT = 1920, 1080
+
+
+def _label_channel(node: Any) -> str:
+    from edge_loop.transport.api import domain_channel
+
+    return domain_channel(node, f"{node.params['frame_channel']}/labels")
+
+
+class LabelWriter:
+    """The locator's end of the label channel (see the module docstring)."""
+
+    def __init__(self, node: Any, qos_depth: int = 2) -> None:
+        self._node = node
+        self._pub = node.create_lifecycle_publisher(Image, topics.LABELS, qos_depth)
+        self._shm = None
+        if node.params['transport'] == 'shm':
+            from edge_loop.transport import shm
+
+            try:
+                self._shm = shm.ShmPublisher(_label_channel(node), LABEL_MAX_WIDTH,
+                                             LABEL_MAX_HEIGHT)
+            except shm.ShmUnavailableError as exc:
+                node.get_logger().warning(f'labels: {exc}; sending them as {topics.LABELS}')
+
+    def write(self, labels: np.ndarray, header: Header) -> None:
+        """Send one frame's label image, stamped ``header.stamp``."""
+        if self._shm is not None:
+            encoding = LABEL_ENCODINGS[labels.dtype]
+            loan = self._shm.loan(None, None, labels.shape, encoding)
+            loan.depth[...] = labels
+            h = loan.header
+            h.seq = self._shm.next_seq()
+            h.stamp_sec, h.stamp_nanosec = int(header.stamp.sec), int(header.stamp.nanosec)
+            h.frame_id = header.frame_id.encode()[:63]
+            loan.send(yield_cpu=False)
+            if self._pub.get_subscription_count() == 0:
+                return
+        self._pub.publish(labels_message(labels, header))
+
+    def close(self) -> None:
+        """Release the channel and the publisher (idempotent)."""
+        shm, self._shm = self._shm, None
+        if shm is not None:
+            shm.close()
+        pub, self._pub = self._pub, None
+        if pub is not None:
+            self._node.destroy_publisher(pub)
+
+
+class LabelReader:
+    """The planner's end: ``callback(stamp_ns, labels)`` per label image (a private copy)."""
+
+    def __init__(self, node: Any, callback: Any, qos_depth: int = 4) -> None:
+        self._node = node
+        self._callback = callback
+        self._shm = None
+        self._sub = None
+        if node.params['transport'] == 'shm':
+            from edge_loop.transport import shm
+
+            try:
+                self._shm = shm.ShmSubscriber(_label_channel(node), self._on_sample,
+                                              lambda text: node.get_logger().warning(
+                                                  f'labels: {text}'))
+            except shm.ShmUnavailableError as exc:
+                node.get_logger().warning(f'labels: {exc}; reading {topics.LABELS}')
+        if self._shm is None:
+            self._sub = node.create_subscription(Image, topics.LABELS, self._on_message,
+                                                 qos_depth)
+
+    def _on_sample(self, sample: Any, _receive_ns: int) -> None:
+        from edge_loop.transport import shm
+
+        info, _, labels = shm.decode(sample)
+        stamp = info.stamp_sec * 1_000_000_000 + info.stamp_nanosec
+        labels = np.array(labels)   # the sample goes back at once
+        del sample
+        self._callback(stamp, labels)
+
+    def _on_message(self, msg: Image) -> None:
+        try:
+            labels = labels_from_message(msg)
+        except ValueError as exc:
+            self._node.get_logger().warning(f'labels ignored: {exc}',
+                                            throttle_duration_sec=1.0)
+            return
+        self._callback(stamp_ns(msg.header.stamp), labels)
+
+    def close(self) -> None:
+        """Stop reading (idempotent)."""
+        shm, self._shm = self._shm, None
+        if shm is not None:
+            shm.close()
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            self._node.destroy_subscription(sub)
 
 
 class PerceptionPairing:
