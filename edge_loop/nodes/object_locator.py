@@ -5,9 +5,10 @@
 Inputs: frames from :class:`edge_loop.transport.FrameReader` (shared memory or the contract's
 colour / aligned depth / camera_info topics). Outputs, stamped with the frame's stamp and in
 ``world_frame``: ``/edge_loop/objects`` (PoseArray, always, empty when nothing),
-``/edge_loop/object`` (PoseStamped, only when an object is found), ``/edge_loop/labels``
-(sensor_msgs/Image mono8, always: 0 = background, k = the k-th pose of ``/edge_loop/objects``;
-the grasp planner plans on it instead of running the locator again), RViz markers on
+``/edge_loop/object`` (PoseStamped, only when an object is found), the label image (mono8,
+every frame: 0 = background, k = the k-th pose of ``/edge_loop/objects``; the grasp planner
+plans on it instead of running the locator again; over shared memory with ``transport: shm``,
+``/edge_loop/labels`` Image only while subscribed, see ``LabelWriter``), RViz markers on
 ``/edge_loop/markers`` (namespace ``objects``). A bad frame (wrong encoding, size mismatch,
 missing camera_info, no valid depth) gives a throttled warning and a ``/diagnostics`` entry and
 no output for that frame. A depth blind spot (glare) over at least ``blind_warn_share`` of the
