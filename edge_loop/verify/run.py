@@ -167,11 +167,6 @@ def op_files(op: OpSpec) -> dict[str, str]:
                 and (Path(src).parent / '__init__.py').exists():
             found += sorted(p.resolve() for p in Path(src).parent.glob('*.py'))
         paths += [p for p in found if p not in paths]
-        # A kernel package (kernels/object_locator/) is one kernel: every module of it is
-        # pinned, not only the one defining the entry point (its helpers live beside it).
-        pkg = Path(src).resolve().parent if src else None
-        if pkg is not None and pkg.parent.name == 'kernels' and (pkg / '__init__.py').exists():
-            paths.extend(p for p in sorted(pkg.glob('*.py')) if p not in paths)
     if op.artifact:
         art = Path(op.artifact)
         paths.append(art if art.is_absolute() else (SOURCE_ROOT / art).resolve())
