@@ -370,7 +370,7 @@ def test_receive_latency_pairs_input_and_output_by_stamp_on_one_clock():
     assert lat.output(stamp_ns=3008 * MS, received_ns=6_001 * MS) is None
 
 
-def _judge(**kw):
+def _loop_judge(**kw):
     from edge_loop.kernels.deadline import JudgeConfig, LoopJudge
 
     cfg = JudgeConfig(budget_ns=BUDGET, period_ns=PERIOD,
@@ -386,7 +386,7 @@ def _judge(**kw):
 def test_loop_judge_without_ros_stops_missed_frames_and_deactivates_after_misses_in_a_row():
     from edge_loop.kernels.deadline import Deactivate, Note, SafeStop
 
-    judge = _judge()
+    judge = _loop_judge()
     t = 10_000 * MS
     for k in range(2):   # two on-time frames arm it (arm_after_on_time) before the grace ends
         stamp = t + k * PERIOD
@@ -434,7 +434,7 @@ def test_loop_judge_without_ros_stops_missed_frames_and_deactivates_after_misses
 
 
 def test_loop_judge_times_a_sampled_stage_from_its_input_on_one_clock():
-    judge = _judge()
+    judge = _loop_judge()
     # grasp_state's stamp is ahead of the frame clock: only receive times count
     judge.stage('grasp_state', stamp=5_000 * MS, now=4_990 * MS, received=7_003 * MS)
     judge.sampled_input(stamp=5_000 * MS, received=7_001 * MS)
