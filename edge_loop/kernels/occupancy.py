@@ -198,31 +198,44 @@ def integrate_reference(logodds: np.ndarray, depth_m: np.ndarray, intr: Intrinsi
     return _update(logodds, total, high, params)
 
 
+def world_rays(intr: Intrinsics, ext: Extrinsics, spec: GridSpec, stride: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(rays, nominal) in float64 for every ``stride``-th pixel of one camera and grid.
+
+    ``rays`` (H', W', 3) are the pixels' world directions at unit optical depth (world point =
+    t + z * ray); ``nominal`` (H'-1, W'-1) is each pixel patch's area on a table-parallel plane
+    in grid cells, divided by depth^2: the fallback area next to holes and depth jumps. The numpy
+    and the torch kernels both build their tables from this one function.
+    """
+    u = (np.arange(0, intr.width, stride, dtype=np.float64) - intr.cx) / intr.fx
+    v = (np.arange(0, intr.height, stride, dtype=np.float64) - intr.cy) / intr.fy
+    uu, vv = np.meshgrid(u, v)
+    rays = np.stack([uu, vv, np.ones_like(uu)], axis=-1) @ ext.rotation.T  # world dirs
+    res = spec.resolution
+    tz = ext.translation[2]
+    with np.errstate(divide='ignore', invalid='ignore'):
+        z_t = np.where(rays[..., 2] < 0, -tz / rays[..., 2], np.nan)
+    px = rays[..., 0] * z_t / res
+    py = rays[..., 1] * z_t / res
+    a = np.abs((px[:-1, 1:] - px[:-1, :-1]) * (py[1:, :-1] - py[:-1, :-1])
+               - (py[:-1, 1:] - py[:-1, :-1]) * (px[1:, :-1] - px[:-1, :-1]))
+    return rays, np.nan_to_num(a / z_t[:-1, :-1] ** 2, nan=0.0)
+
+
 class _RayCache:
     """Per-pixel world rays scaled to grid units, for one (intrinsics, extrinsics, grid)."""
 
     def __init__(self, intr: Intrinsics, ext: Extrinsics, spec: GridSpec, stride: int) -> None:
-        u = (np.arange(0, intr.width, stride, dtype=np.float64) - intr.cx) / intr.fx
-        v = (np.arange(0, intr.height, stride, dtype=np.float64) - intr.cy) / intr.fy
-        uu, vv = np.meshgrid(u, v)
-        rays = np.stack([uu, vv, np.ones_like(uu)], axis=-1) @ ext.rotation.T  # world dirs
+        rays, nominal = world_rays(intr, ext, spec, stride)
         res = spec.resolution
-        # world point = t + z * ray; grid coordinate = (world - origin) / res
+        # grid coordinate = (world - origin) / res
         self.gx = (rays[..., 0] / res).astype(np.float32)
         self.gy = (rays[..., 1] / res).astype(np.float32)
         self.hz = rays[..., 2].astype(np.float32)
         self.gx0 = np.float32((ext.translation[0] - spec.origin_x) / res)
         self.gy0 = np.float32((ext.translation[1] - spec.origin_y) / res)
         self.hz0 = np.float32(ext.translation[2])
-        # Patch area on a table-parallel plane / depth^2 (the fallback next to holes/jumps).
-        tz = ext.translation[2]
-        with np.errstate(divide='ignore', invalid='ignore'):
-            z_t = np.where(rays[..., 2] < 0, -tz / rays[..., 2], np.nan)
-        px = rays[..., 0] * z_t / res
-        py = rays[..., 1] * z_t / res
-        a = np.abs((px[:-1, 1:] - px[:-1, :-1]) * (py[1:, :-1] - py[:-1, :-1])
-                   - (py[:-1, 1:] - py[:-1, :-1]) * (px[1:, :-1] - px[:-1, :-1]))
-        self.nominal = np.nan_to_num(a / z_t[:-1, :-1] ** 2, nan=0.0).astype(np.float32)
+        self.nominal = nominal.astype(np.float32)
 
 
 _cache: dict[tuple, _RayCache] = {}

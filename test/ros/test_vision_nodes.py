@@ -4,19 +4,18 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 
 import numpy as np
 import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from fake_camera import FakeCamera, stamp_ns_of
 from geometry_msgs.msg import PolygonStamped, PoseArray, PoseStamped
-from sensor_msgs.msg import CameraInfo, Image
+from sensor_msgs.msg import Image
 from visualization_msgs.msg import MarkerArray
 
 from edge_loop import topics
-from edge_loop.images import fill_image
 from edge_loop.kernels.object_locator import segments_from_labels
 from edge_loop.lifecycle_client import LifecycleError
 from edge_loop.nodes.vision_common import PerceptionPairing, labels_from_message
@@ -29,7 +28,6 @@ pytestmark = pytest.mark.ros
 BOXES = (Box(-0.08, 0.05, 0.4, 0.05, 0.025, 0.03, rgb=(200, 40, 40)),
          Box(0.07, -0.04, -0.3, 0.045, 0.03, 0.05, rgb=(40, 60, 200)))
 UNVERIFIED = {'transport': 'ros', 'require_verified': False}
-_stamps = itertools.count(1)
 
 
 @pytest.fixture
@@ -41,61 +39,6 @@ def large_data(ros_domain, monkeypatch):
     monkeypatch.setenv('ROS_AUTOMATIC_DISCOVERY_RANGE',
                        ros_domain[1]['ROS_AUTOMATIC_DISCOVERY_RANGE'])
     return ros_domain
-
-
-def _ns(stamp):
-    return stamp.sec * 1_000_000_000 + stamp.nanosec
-
-
-class Camera:
-    """Publishes colour + aligned depth + camera_info from the test, like a driver."""
-
-    def __init__(self, harness):
-        self.h = harness
-        node = harness.node
-        self.color = node.create_publisher(Image, topics.COLOR, 10)
-        self.depth = node.create_publisher(Image, topics.DEPTH, 10)
-        self.info = node.create_publisher(CameraInfo, topics.CAMERA_INFO, 10)
-
-    def send(self, frame, *, color=None, depth=None, color_encoding='rgb8',
-             depth_encoding=None, info=True):
-        """Publish one frame with a fresh stamp; returns the stamp in ns."""
-        stamp_ns = next(_stamps) * 10_000_000 + 1_000_000_000
-        color = frame.color if color is None else color
-        depth = frame.depth if depth is None else depth
-        depth_encoding = depth_encoding or frame.depth_encoding
-        msgs = []
-        for arr, enc in ((color, color_encoding), (depth, depth_encoding)):
-            msg = Image()
-            fill_image(msg, np.ascontiguousarray(arr), enc)
-            msgs.append(msg)
-        cam = CameraInfo(width=frame.intrinsics.width, height=frame.intrinsics.height,
-                         k=[float(v) for v in frame.intrinsics.k().reshape(-1)])
-        for msg in msgs + [cam]:
-            msg.header.stamp.sec = stamp_ns // 1_000_000_000
-            msg.header.stamp.nanosec = stamp_ns % 1_000_000_000
-            msg.header.frame_id = 'camera_color_optical_frame'
-        self.color.publish(msgs[0])
-        self.depth.publish(msgs[1])
-        if info:
-            self.info.publish(cam)
-        return stamp_ns
-
-    def send_until(self, frame, received, timeout=30.0, **kwargs):
-        """Re-send (new stamps) until a message with one of the sent stamps arrives."""
-        sent = []
-
-        def got():
-            return any(_ns(m.header.stamp) in sent for m in list(received))
-
-        for _ in range(int(timeout)):
-            sent.append(self.send(frame, **kwargs))
-            try:
-                self.h.wait_until(got, 1.0, 'output')
-                return next(m for m in list(received) if _ns(m.header.stamp) in sent)
-            except AssertionError:
-                continue
-        raise AssertionError(f'no output for any of {len(sent)} frames')
 
 
 def _bring_up(harness, name, timeout=60.0):
@@ -124,7 +67,7 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
     alternatives = harness.collect(PolygonStamped, topics.GRASP_ALTERNATIVES)
     markers = harness.collect(MarkerArray, topics.MARKERS)
     labels = harness.collect(Image, topics.LABELS)
-    cam = Camera(harness)
+    cam = FakeCamera(harness)
     _bring_up(harness, 'object_locator')
     _bring_up(harness, 'grasp_planner')
     harness.wait_for_subscribers(topics.COLOR, count=2)
@@ -134,16 +77,16 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
     def common() -> set[int]:
         # A frame answered by both stages (one of them may skip a frame while busy: the
         # transport keeps only the newest, so not every frame gets both answers).
-        return ({_ns(m.header.stamp) for m in list(objects)}
-                & {_ns(m.header.stamp) for m in list(grasp)}
-                & {_ns(m.header.stamp) for m in list(target)})
+        return ({stamp_ns_of(m.header.stamp) for m in list(objects)}
+                & {stamp_ns_of(m.header.stamp) for m in list(grasp)}
+                & {stamp_ns_of(m.header.stamp) for m in list(target)})
     for _ in range(20):
         if common():
             break
         cam.send_until(frame, objects)
     harness.wait_until(lambda: bool(common()), 20.0, 'grasp and target for the same frame')
     stamp = min(common())
-    first = next(m for m in list(objects) if _ns(m.header.stamp) == stamp)
+    first = next(m for m in list(objects) if stamp_ns_of(m.header.stamp) == stamp)
     assert first.header.frame_id == 'world'
     found = sorted((p.position.x, p.position.y) for p in first.poses)
     truth = sorted((b.x, b.y) for b in BOXES)
@@ -151,9 +94,9 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
     # The visible surface includes some of the sides seen in perspective: a few mm off centre.
     assert np.allclose(found, truth, atol=0.006)
     # The segmentation the planner plans on: label k = the k-th pose of the same stamp.
-    harness.wait_until(lambda: any(_ns(m.header.stamp) == stamp for m in list(labels)),
+    harness.wait_until(lambda: any(stamp_ns_of(m.header.stamp) == stamp for m in list(labels)),
                        10.0, 'the label image of the frame')
-    lab_msg = next(m for m in list(labels) if _ns(m.header.stamp) == stamp)
+    lab_msg = next(m for m in list(labels) if stamp_ns_of(m.header.stamp) == stamp)
     lab = labels_from_message(lab_msg)
     assert lab_msg.encoding == 'mono8' and lab.shape == (480, 640)
     assert set(np.unique(lab).tolist()) == {0, 1, 2}
@@ -166,11 +109,11 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
         rows, cols = np.divmod(seg, 640)
         assert seg.size > 200
         assert np.hypot(cols.mean() - u, rows.mean() - v) < 10.0
-    t = next(m for m in list(target) if _ns(m.header.stamp) == stamp)
+    t = next(m for m in list(target) if stamp_ns_of(m.header.stamp) == stamp)
     assert t.header.frame_id == 'world'
     # Selection rule: the highest object first (box 2 is 5 cm tall).
     assert (t.pose.position.x, t.pose.position.y) == pytest.approx((0.07, -0.04), abs=0.006)
-    g = next(m for m in list(grasp) if _ns(m.header.stamp) == stamp)
+    g = next(m for m in list(grasp) if stamp_ns_of(m.header.stamp) == stamp)
     corners = np.array([[p.x, p.y, p.z] for p in g.polygon.points])
     assert corners.shape == (4, 3)
     centre = corners.mean(axis=0)
@@ -181,9 +124,10 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
     assert normal[2] > 0  # counter-clockwise seen from above
     assert 0.02 < centre[2] < 0.05
     # The next-best rectangles of the same frame (default 5), the best not among them.
-    harness.wait_until(lambda: any(_ns(m.header.stamp) == stamp for m in list(alternatives)),
-                       10.0, 'alternatives for the frame')
-    alt = next(m for m in list(alternatives) if _ns(m.header.stamp) == stamp)
+    harness.wait_until(
+        lambda: any(stamp_ns_of(m.header.stamp) == stamp for m in list(alternatives)),
+        10.0, 'alternatives for the frame')
+    alt = next(m for m in list(alternatives) if stamp_ns_of(m.header.stamp) == stamp)
     rects = np.array([[p.x, p.y, p.z] for p in alt.polygon.points]).reshape(-1, 4, 3)
     assert 1 <= len(rects) <= 5 and alt.header.frame_id == 'world'
     assert not any(np.allclose(r, corners) for r in rects)
@@ -193,16 +137,17 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
     # Nothing in the tray: an empty PoseArray and an empty polygon, no /edge_loop/object.
     empty = scene(640, 480, boxes=(), depth_encoding='32FC1')
     answer = cam.send_until(empty, objects)
-    estamp = _ns(answer.header.stamp)
+    estamp = stamp_ns_of(answer.header.stamp)
     assert answer.poses == []
-    harness.wait_until(lambda: any(_ns(m.header.stamp) == estamp for m in list(grasp)), 20.0,
-                       'grasp answer for the empty frame')
-    eg = next(m for m in list(grasp) if _ns(m.header.stamp) == estamp)
+    harness.wait_until(
+        lambda: any(stamp_ns_of(m.header.stamp) == estamp for m in list(grasp)), 20.0,
+        'grasp answer for the empty frame')
+    eg = next(m for m in list(grasp) if stamp_ns_of(m.header.stamp) == estamp)
     assert list(eg.polygon.points) == [] and eg.header.frame_id == 'world'
-    harness.wait_until(lambda: any(_ns(m.header.stamp) == estamp and not m.polygon.points
+    harness.wait_until(lambda: any(stamp_ns_of(m.header.stamp) == estamp and not m.polygon.points
                                    for m in list(alternatives)), 10.0, 'no alternatives')
     # (A count of /edge_loop/object would race with answers to earlier frames still in flight.)
-    assert not any(_ns(m.header.stamp) == estamp for m in list(target))
+    assert not any(stamp_ns_of(m.header.stamp) == estamp for m in list(target))
 
 
 def test_bad_frames_give_diagnostics_and_no_output(large_data, harness, node_procs):
@@ -211,7 +156,7 @@ def test_bad_frames_give_diagnostics_and_no_output(large_data, harness, node_pro
     objects = harness.collect(PoseArray, topics.OBJECTS)
     grasps = harness.collect(PolygonStamped, topics.GRASP)
     diags = harness.collect(DiagnosticArray, topics.DIAGNOSTICS, 50)
-    cam = Camera(harness)
+    cam = FakeCamera(harness)
     _bring_up(harness, 'object_locator')
     _bring_up(harness, 'grasp_planner')
     harness.wait_for_subscribers(topics.COLOR, count=2)
@@ -233,14 +178,14 @@ def test_bad_frames_give_diagnostics_and_no_output(large_data, harness, node_pro
             return names >= {'object_locator: input', 'grasp_planner: input'}
 
         harness.wait_until(warned, 15.0, f'WARN diagnostics about {expect} from both nodes')
-        assert not any(_ns(m.header.stamp) == stamp for m in list(objects)), expect
-        assert not any(_ns(m.header.stamp) == stamp for m in list(grasps)), expect
+        assert not any(stamp_ns_of(m.header.stamp) == stamp for m in list(objects)), expect
+        assert not any(stamp_ns_of(m.header.stamp) == stamp for m in list(grasps)), expect
     # Missing camera_info: colour and depth never pair; the periodic summary says so.
     n_diag = len(diags)
     stamps = [cam.send(frame, info=False) for _ in range(12)]
     harness.wait_until(lambda: any('incomplete frame' in s.message for m in list(diags)[n_diag:]
                                    for s in m.status), 15.0, 'a diagnostic about unpaired frames')
-    assert not any(_ns(m.header.stamp) in stamps for m in list(objects))
+    assert not any(stamp_ns_of(m.header.stamp) in stamps for m in list(objects))
     # A depth blind spot (glare) over the tray: the frame is answered, but the locator's
     # summary turns WARN with the share, and back to OK once the camera sees again.
     uu, vv = np.meshgrid(np.arange(640), np.arange(480))
@@ -278,7 +223,7 @@ def test_planner_without_the_locators_result_says_so_and_plans_nothing(large_dat
     planner = node_procs('grasp_planner', params=UNVERIFIED)
     grasps = harness.collect(PolygonStamped, topics.GRASP)
     diags = harness.collect(DiagnosticArray, topics.DIAGNOSTICS, 50)
-    cam = Camera(harness)
+    cam = FakeCamera(harness)
     _bring_up(harness, 'grasp_planner')
     frame = scene(640, 480, boxes=BOXES, depth_encoding='16UC1')
 
@@ -296,7 +241,7 @@ def test_planner_without_the_locators_result_says_so_and_plans_nothing(large_dat
         except AssertionError:
             continue
     assert warned(), 'no diagnostic about the missing locator result'
-    assert not any(_ns(m.header.stamp) in sent for m in list(grasps))
+    assert not any(stamp_ns_of(m.header.stamp) in sent for m in list(grasps))
     assert planner.alive() and 'Traceback' not in planner.output()
 
 

@@ -37,6 +37,7 @@ from edge_loop.kernels.occupancy import (
     OCC_UNKNOWN,
     GridSpec,
     OccupancyParams,
+    world_rays,
 )
 
 
@@ -64,19 +65,8 @@ def ray_table(intr: Intrinsics, ext: Extrinsics, spec: GridSpec, stride: int,
     table = _TABLES.get(key)
     if table is not None:
         return table
-    u = (np.arange(0, intr.width, stride, dtype=np.float64) - intr.cx) / intr.fx
-    v = (np.arange(0, intr.height, stride, dtype=np.float64) - intr.cy) / intr.fy
-    uu, vv = np.meshgrid(u, v)
-    rays = np.stack([uu, vv, np.ones_like(uu)], axis=-1) @ ext.rotation.T
+    rays, nominal = world_rays(intr, ext, spec, stride)
     res = spec.resolution
-    tz = ext.translation[2]
-    with np.errstate(divide='ignore', invalid='ignore'):
-        z_t = np.where(rays[..., 2] < 0, -tz / rays[..., 2], np.nan)
-    px = rays[..., 0] * z_t / res
-    py = rays[..., 1] * z_t / res
-    a = np.abs((px[:-1, 1:] - px[:-1, :-1]) * (py[1:, :-1] - py[:-1, :-1])
-               - (py[:-1, 1:] - py[:-1, :-1]) * (px[1:, :-1] - px[:-1, :-1]))
-    nominal = np.nan_to_num(a / z_t[:-1, :-1] ** 2, nan=0.0)
 
     def up(x: np.ndarray) -> torch.Tensor:
         # float32 first: the numpy kernel's table is float32, the same rounding
