@@ -222,7 +222,9 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
                                               environment.cpu_governors(),
                                               realtime_source=True)
         gated = [s for s in stages if s in verification.GATED_STAGES]
-        require_verified = {s: bool(params[s].get('require_verified', False)) for s in gated}
+        # None: the node did not answer get_parameters (item 4 is then NOT RUN, not FAIL).
+        require_verified = {s: (bool(params[s]['require_verified'])
+                                if 'require_verified' in params[s] else None) for s in gated}
         logs = {s: session.node_log(s) for s in gated}
 
         say(f'edge-loop check: injecting a fault ({FAULT_STAGE} slowed)')

@@ -373,20 +373,25 @@ class CheckSession:
         finally:
             self.harness.node.destroy_client(client)
 
-    def get_parameters(self, node: str, names: list[str], timeout: float = 5.0
-                       ) -> dict[str, Any]:
-        """Values of ``names`` on a running node (missing: not declared there)."""
+    def get_parameters(self, node: str, names: list[str], timeout: float = 10.0,
+                       attempts: int = 3) -> dict[str, Any]:
+        """Values of ``names`` on a running node (missing: not declared there, or no answer).
+
+        A loaded host can leave one call unanswered for seconds: it is asked ``attempts`` times.
+        """
         from rcl_interfaces.srv import GetParameters
 
         client = self.harness.node.create_client(GetParameters, f'/{node}/get_parameters')
         try:
-            if not client.wait_for_service(timeout_sec=timeout):
-                return {}
-            future = client.call_async(GetParameters.Request(names=names))
-            if not self.wait(future.done, timeout, f'{node}/get_parameters'):
-                return {}
-            return {n: v for n, v in zip(names, map(_param_value, future.result().values))
-                    if v is not None}
+            for _ in range(attempts):
+                if not client.wait_for_service(timeout_sec=timeout):
+                    continue
+                future = client.call_async(GetParameters.Request(names=names))
+                if self.wait(future.done, timeout, f'{node}/get_parameters'):
+                    return {n: v for n, v in zip(names, map(_param_value,
+                                                            future.result().values))
+                            if v is not None}
+            return {}
         finally:
             self.harness.node.destroy_client(client)
 

@@ -46,14 +46,19 @@ def pin_problems(ops: list[str], record_path: Path | None = None) -> dict[str, s
     return problems
 
 
-def judge_verification(stages: list[str], require_verified: Mapping[str, bool],
+def judge_verification(stages: list[str], require_verified: Mapping[str, bool | None],
                        logs: Mapping[str, str], problems: Mapping[str, str]) -> ItemResult:
-    """Item 4 from the nodes' gate results (their logs) and the pins checked now."""
+    """Item 4 from the nodes' gate results (their logs) and the pins checked now.
+
+    ``require_verified[stage]`` is None when the node did not answer get_parameters: the
+    item is then NOT RUN (unknown is neither a pass nor the node's fault).
+    """
     rows = []
     bad = []
+    unread = [s for s in stages if require_verified.get(s, False) is None]
     all_ops: set[str] = set()
     for stage in stages:
-        required = require_verified.get(stage, False)
+        required = bool(require_verified.get(stage, False))
         ops = logged_ops(logs.get(stage, ''))
         all_ops.update(ops)
         ok = required and bool(ops)
@@ -61,6 +66,8 @@ def judge_verification(stages: list[str], require_verified: Mapping[str, bool],
                      f'{str(required).lower()}, ' + (f'passed for {", ".join(ops)}' if ops
                                                      else 'no pass logged'),
                      'on, passed', 'yes' if ok else 'NO'))
+        if stage in unread:
+            continue
         if not required:
             bad.append(f'{stage} runs with require_verified false')
         elif not ops:
@@ -74,6 +81,10 @@ def judge_verification(stages: list[str], require_verified: Mapping[str, bool],
     ops_text = ', '.join(sorted(all_ops)) or 'none'
     measured = (f'{len(all_ops - set(problems))} of {len(all_ops | set(problems))} ops '
                 f'verified as deployed ({ops_text})')
+    if unread and not bad:
+        return ItemResult(4, Status.NOT_RUN, measured, 'every op pinned, none stale', rows=rows,
+                          fix=f'{", ".join(unread)} did not answer get_parameters: run the '
+                              'check again on a less loaded host')
     if bad:
         return ItemResult(4, Status.FAIL, measured, 'every op pinned, none stale', rows=rows,
                           fix=bad[0] if 'make verify' in bad[0] else

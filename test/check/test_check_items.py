@@ -276,3 +276,17 @@ def test_settings_that_did_not_take_effect_fail_item_8():
                                       {'cpu0': 'powersave'}, True)
     assert item.status is Status.FAIL and 'powersave' in item.fix
     assert any(r[0] == 'object_locator pinning' and r[3] == 'NO' for r in item.rows)
+
+
+def test_verification_unread_gate_is_not_run_never_pass_nor_the_nodes_fault():
+    log = '[INFO] [1.0] [object_locator]: deployment gate: object_locator verified\n'
+    item = verification.judge_verification(['object_locator'], {'object_locator': None},
+                                           {'object_locator': log}, {})
+    assert item.status is Status.NOT_RUN
+    assert 'did not answer get_parameters' in item.fix
+    # An unread node does not hide another node's real failure.
+    item = verification.judge_verification(
+        ['object_locator', 'grasp_planner'], {'object_locator': None, 'grasp_planner': False},
+        {'object_locator': log}, {})
+    assert item.status is Status.FAIL
+    assert 'grasp_planner runs with require_verified false' in item.fix

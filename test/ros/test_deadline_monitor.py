@@ -211,9 +211,17 @@ def test_a_hold_never_opens_wider_than_the_last_gripper_command(harness, rig):
     rig.fake.commanded_opening = 0.03
     rig.fake.plan = _plan({40: ('missing', FramePlan(None))})   # after the 3 s grace
     rig.fake.start()
-    harness.wait_until(lambda: any(m.frame_id == 'deadline_miss' for m in rig.stops.msgs()),
+
+    def missing_stamps():
+        return {f.stamp_ns for f in list(rig.fake.sent) if f.kind == 'missing'}
+
+    # The missing frame's own stop: on a loaded machine an earlier frame can miss too, and its
+    # stop (and hold) carry that frame's stamp.
+    harness.wait_until(lambda: any(m.frame_id == 'deadline_miss'
+                                   and _ns(m.stamp) in missing_stamps()
+                                   for m in rig.stops.msgs()),
                        20.0, 'the missing frame stopped')
-    missing = {f.stamp_ns for f in rig.fake.sent if f.kind == 'missing'}
+    missing = missing_stamps()
     harness.wait_until(lambda: any(_ns(m.header.stamp) in missing for m in rig.gripper.msgs()),
                        5.0, 'the hold')
     hold = next(m for m in rig.gripper.msgs() if _ns(m.header.stamp) in missing)
