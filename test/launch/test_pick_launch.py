@@ -209,7 +209,13 @@ def test_bag_replay_answers_every_frame_on_time(launch_domain, calibrated_params
         # Three passes of the 23-frame bag (loop:=true): the first warms the kernels up.
         _wait(lambda: len(rec.stamps(topics.CAMERA_INFO)) >= 3 * FRAMES, 60.0,
               f'{3 * FRAMES} frames')
-        time.sleep(1.0)    # the last frames' answers
+        # The last judged frames' answers: wait until each is in (or 2 s, since the test
+        # allows a few frames without an answer), then pause.
+        judged_sent = rec.stamps(topics.CAMERA_INFO)[FRAMES:3 * FRAMES]
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and not all(
+                set(judged_sent) <= set(rec.stamps(t)) for t in ANSWERS):
+            time.sleep(0.05)
         _trigger(h, '/bag_player/pause')
         frames = rec.stamps(topics.CAMERA_INFO)
         assert len(set(frames)) == len(frames), 'a loop pass repeated stamps'
