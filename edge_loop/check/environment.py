@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_loop.check.items import ItemResult, Status
+from edge_loop.verify.host import installed_distribution
 
 # Fast DDS settings that let large images cross plain topics (DESIGN.md; issue 33 item 8).
 LARGE_DATA_ENV = ('FASTDDS_BUILTIN_TRANSPORTS',)
@@ -148,15 +149,6 @@ PACKAGES = (
 )
 
 
-def _distribution(names: tuple[str, ...]) -> tuple[str, str] | None:
-    for name in names:
-        try:
-            return name, metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def git_revision(root: Path) -> str:
     """Short revision of ``root``'s checkout, '+dirty' when tracked files differ."""
     try:
@@ -178,7 +170,7 @@ def collect_versions(root: Path, import_torch: bool = False) -> dict[str, str]:
     """
     out = {'Python': f'{platform.python_version()} ({sys.executable})'}
     for label, module, dists, _ in PACKAGES:
-        dist = _distribution(dists)
+        dist = installed_distribution(dists)
         if module == 'torch' and not import_torch:
             out[label] = dist[1] if dist else 'not installed'
             continue

@@ -41,14 +41,20 @@ DISTRIBUTIONS = {
 FINGERPRINT_LIBRARIES = ('numpy', 'opencv', 'onnxruntime', 'torch')
 
 
-def library_version(name: str) -> str | None:
-    """Installed version of the pinned library ``name`` (see :data:`DISTRIBUTIONS`), or None."""
-    for dist in DISTRIBUTIONS.get(name, (name,)):
+def installed_distribution(names: tuple[str, ...]) -> tuple[str, str] | None:
+    """(name, version) of the first of the distributions ``names`` that is installed."""
+    for dist in names:
         try:
-            return importlib.metadata.version(dist)
+            return dist, importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             continue
     return None
+
+
+def library_version(name: str) -> str | None:
+    """Installed version of the pinned library ``name`` (see :data:`DISTRIBUTIONS`), or None."""
+    found = installed_distribution(DISTRIBUTIONS.get(name, (name,)))
+    return found[1] if found else None
 
 
 def library_versions(names: tuple[str, ...] | list[str] = tuple(DISTRIBUTIONS)) -> dict[str, Any]:
