@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_loop import topics
+from edge_loop import stages, topics
 from edge_loop.paths import config_path
 
 PACKAGE = 'edge_loop'
 SOURCES = ('sim', 'bag', 'driver')
 TRANSPORTS = ('shm', 'ros')
-STAGES = ('object_locator', 'grasp_planner', 'occupancy_mapper', 'grasp_state', 'pick_controller')
+STAGES = stages.NAMES   # the stage table (edge_loop/stages.py) gives names, topics, budgets
 
 
 @dataclass(frozen=True)

@@ -28,18 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from edge_loop import bringup, topics
+from edge_loop import bringup, stages, topics
 from edge_loop.stats import percentiles, wilson_interval
 
-# stage -> the topic whose message (stamped with the source stamp) marks it finished
-STAGE_OUTPUTS = OrderedDict([
-    ('object_locator', topics.OBJECTS),
-    ('grasp_planner', topics.GRASP),
-    ('occupancy_mapper', topics.OCCUPANCY),
-    ('pick_controller', topics.ARM_CMD),
-])
+# stage -> the topic whose message (stamped with the source stamp) marks it finished: the
+# per-frame stages of the stage table (grasp_state runs at the gripper's rate)
+STAGE_OUTPUTS = OrderedDict((s.name, s.topic) for s in stages.STAGES if not s.sampled)
+EXAMPLE_PARTS = {'image', *stages.FRAME_STAGES}   # what an example frame shows
 LIGHTING = ('nominal', 'dim', 'overexposed', 'harsh_shadow', 'color_cast', 'glare', 'flicker',
             'motion_blur')   # every condition of edge_loop.sim.lighting
 EXAMPLE_SETTLE_NS = 2_000_000_000   # sim time after a scene reset before an example frame
@@ -217,7 +213,7 @@ class LoopObserver:
             settled = self._episode_start_ns + EXAMPLE_SETTLE_NS
             ready = [o for stamp, o in self._pending.items()
                      if stamp >= settled
-                     and {'image', 'object_locator', 'grasp_planner', 'occupancy_mapper'} <= set(o)
+                     and EXAMPLE_PARTS <= set(o)
                      and o['grasp_planner'].polygon.points]
             if not ready:
                 return
@@ -264,11 +260,7 @@ class LoopObserver:
 
 
 def _budgets(params_file: Path) -> tuple[float, dict[str, float]]:
-    params = yaml.safe_load(params_file.read_text()) or {}
-    p = params.get('deadline_monitor', {}).get('ros__parameters', {})
-    names = p.get('stage_names', [])
-    budgets = dict(zip(names, p.get('stage_budgets_ms', [])))
-    return float(p.get('end_to_end_budget_ms', 66.0)), budgets
+    return stages.budgets_ms(stages.monitor_parameters([params_file]))
 
 
 def _progress(done: int, total: int, ok: int, note: str) -> None:
@@ -483,8 +475,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     params_file = args.params_file or bringup.default_params_file()
     # The copy audit is on for the frame-reading stages: the table reports copies per frame.
-    extra: dict[str, dict[str, Any]] = {stage: {'copy_audit': True} for stage in (
-        'object_locator', 'grasp_planner', 'occupancy_mapper')}
+    extra: dict[str, dict[str, Any]] = {stage: {'copy_audit': True}
+                                        for stage in stages.FRAME_STAGES}
     if args.bag is not None:
         nodes = bringup.graph('bag', bag=str(args.bag), transport=args.transport, extra=extra)
     else:

@@ -270,3 +270,55 @@ def test_grasp_state_node_declares_every_estimator_threshold():
     from edge_loop.nodes.grasp_state import GraspStateNode
     declared = {p.name for p in GraspStateNode.PARAMS}
     assert {f.name for f in dataclasses.fields(GraspStateParams)} <= declared
+
+
+# --- the one stage table (edge_loop/stages.py) -------------------------------------------------
+def _stage_name_literals(path: Path, names: set[str]) -> list[int]:
+    """Lines of literal lists/tuples/sets/dict keys naming three or more stages."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
+            elts = node.keys if isinstance(node, ast.Dict) else node.elts
+            found = [e for e in elts if isinstance(e, ast.Constant) and e.value in names]
+            if len(found) >= 3:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_second_stage_table_in_the_package():
+    """Stage names are listed once: a literal list of three or more elsewhere is a copy."""
+    from edge_loop import stages
+
+    copies = {str(p.relative_to(ROOT)): lines
+              for p in sorted((ROOT / 'edge_loop').rglob('*.py')) if p.name != 'stages.py'
+              for lines in [_stage_name_literals(p, set(stages.NAMES))] if lines}
+    assert not copies, f'stage lists outside edge_loop/stages.py (derive them from it): {copies}'
+
+
+def test_pick_yaml_does_not_repeat_the_stage_table():
+    from edge_loop import stages
+
+    monitor = yaml.safe_load((ROOT / 'config' / 'pick.yaml').read_text())[
+        'deadline_monitor']['ros__parameters']
+    repeated = sorted(set(stages.TABLE_KEYS) & set(monitor))
+    assert not repeated, f'config/pick.yaml repeats the stage table: {repeated}'
+
+
+def test_monitor_defaults_bringup_and_check_come_from_the_table(tmp_path):
+    from edge_loop import stages
+    from edge_loop.check import session, verification
+    from edge_loop.nodes.deadline_monitor import DeadlineMonitor
+
+    declared = {p.name: p.default for p in DeadlineMonitor.PARAMS}
+    assert {k: declared[k] for k in stages.TABLE_KEYS} == stages.monitor_defaults()
+    assert bringup.STAGES == stages.NAMES
+    assert list(session.FRAME_STAGES) == list(verification.GATED_STAGES) == list(
+        stages.FRAME_STAGES)
+    # A robot's params file overrides a budget; the rest of the table stays.
+    user = tmp_path / 'robot.yaml'
+    user.write_text(yaml.safe_dump({'deadline_monitor': {'ros__parameters': {
+        'stage_budgets_ms': [40.0, 60.0, 40.0, 10.0, 10.0]}}}))
+    applied = stages.monitor_parameters([bringup.default_params_file(), user])
+    e2e, budgets = stages.budgets_ms(applied)
+    assert e2e == stages.END_TO_END_BUDGET_MS and budgets['grasp_planner'] == 60.0
+    assert applied['stall_periods'] == 5, 'pick.yaml keys come through'

@@ -26,11 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_loop import bringup, topics
+from edge_loop import bringup, stages, topics
 from edge_loop.launcher import Graph
 
-FRAME_STAGES = {'object_locator': topics.OBJECTS, 'grasp_planner': topics.GRASP,
-                'occupancy_mapper': topics.OCCUPANCY}
+FRAME_STAGES = {name: stages.BY_NAME[name].topic for name in stages.FRAME_STAGES}
 PREFIX_ENV = 'EDGE_LOOP_IOX2_PREFIX'   # edge_loop/transport/shm.py reads it
 SHM_DIRS = (Path('/dev/shm'), Path('/tmp/iceoryx2'))
 

@@ -16,10 +16,11 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from edge_loop import stages
 from edge_loop.check.items import ItemResult, Status
 
 # Stages that run a verified kernel and must gate it at configure (nodes/*.py).
-GATED_STAGES = ('object_locator', 'grasp_planner', 'occupancy_mapper')
+GATED_STAGES = stages.FRAME_STAGES   # the frame-reading stages run the verified kernels
 _GATE_LINE = re.compile(r'deployment gate: (.+) verified\s*$')
 
 

@@ -63,7 +63,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 
-from edge_loop import topics
+from edge_loop import stages, topics
 from edge_loop.content_filter import set_content_filter, stamp_sampling_expression
 from edge_loop.executors import MultiThreadedExecutor
 from edge_loop.kernels.deadline import (
@@ -85,13 +85,8 @@ from edge_loop.kernels.deadline import (
 from edge_loop.lifecycle_client import LifecycleClient, LifecycleError
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 
-DEFAULT_STAGES = ('object_locator', 'grasp_planner', 'occupancy_mapper', 'grasp_state',
-                  'pick_controller')
-DEFAULT_TOPICS = (topics.OBJECTS, topics.GRASP, topics.OCCUPANCY, topics.GRASP_STATE,
-                  topics.ARM_CMD)
-DEFAULT_TYPES = ('geometry_msgs/msg/PoseArray', 'geometry_msgs/msg/PolygonStamped',
-                 'nav_msgs/msg/OccupancyGrid', 'diagnostic_msgs/msg/DiagnosticArray',
-                 'geometry_msgs/msg/TwistStamped')
+# Defaults from the one stage table (edge_loop/stages.py); config/pick.yaml does not repeat them.
+TABLE = stages.monitor_defaults()
 _LEVEL_BYTE = {Level.OK: DiagnosticStatus.OK, Level.WARN: DiagnosticStatus.WARN,
                Level.ERROR: DiagnosticStatus.ERROR}
 _MAX_WAIT_NS = NS_PER_S // 2       # housekeeping wake-up when nothing is due
@@ -177,16 +172,16 @@ class DeadlineMonitor(StageNode):
     PARAMS = (
         Param('control_rate_hz', 15.0, 'Camera / control rate (Hz): one frame per period',
               min=0.1, max=1000.0),
-        Param('end_to_end_budget_ms', 66.0, 'Budget camera header.stamp -> command out (ms)',
-              min=0.1, max=10000.0),
-        Param('stage_names', list(DEFAULT_STAGES), 'Stages reported on /diagnostics'),
-        Param('stage_topics', list(DEFAULT_TOPICS),
+        Param('end_to_end_budget_ms', TABLE['end_to_end_budget_ms'],
+              'Budget camera header.stamp -> command out (ms)', min=0.1, max=10000.0),
+        Param('stage_names', TABLE['stage_names'], 'Stages reported on /diagnostics'),
+        Param('stage_topics', TABLE['stage_topics'],
               'Output topic of each stage (stamped with its source stamp), same order'),
-        Param('stage_types', list(DEFAULT_TYPES), "Message type of each stage's topic"),
-        Param('sampled_stages', ['grasp_state'],
+        Param('stage_types', TABLE['stage_types'], "Message type of each stage's topic"),
+        Param('sampled_stages', TABLE['sampled_stages'],
               'Stages at sensor rate (not per camera frame): only the newest output is read at '
               'each wake-up, for the latency statistics'),
-        Param('stage_budgets_ms', [30.0, 30.0, 30.0, 10.0, 10.0],
+        Param('stage_budgets_ms', TABLE['stage_budgets_ms'],
               'Budget per stage (ms): source stamp -> output; for the command stage its own '
               'time after the last upstream output', min=0.0),
         Param('command_topic', topics.ARM_CMD,

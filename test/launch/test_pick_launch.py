@@ -33,7 +33,7 @@ pytest.importorskip('launch_ros')
 from launch.actions import IncludeLaunchDescription, SetEnvironmentVariable  # noqa: E402
 from launch.launch_description_sources import PythonLaunchDescriptionSource  # noqa: E402
 
-from edge_loop import topics  # noqa: E402
+from edge_loop import stages, topics  # noqa: E402
 from edge_loop.paths import data_dir, share_dir  # noqa: E402
 from edge_loop.testing import monitor_loop_status, ros_harness  # noqa: E402
 
@@ -165,8 +165,7 @@ def calibrated_params(tmp_path_factory):
     # would leave the monitor's ranges and judge nothing: misses are then reported, not judged.
     scale = min(calibration.budget_scale, MAX_JUDGED_SLOWDOWN ** gates['realtime_budget_exponent'])
     judged = calibration.slowdown <= MAX_JUDGED_SLOWDOWN
-    monitor = yaml.safe_load(config_path('pick.yaml').read_text())['deadline_monitor'][
-        'ros__parameters']
+    monitor = stages.monitor_parameters([config_path('pick.yaml')])   # table + pick.yaml
     params = {'deadline_monitor': {'ros__parameters': {
         'end_to_end_budget_ms': monitor['end_to_end_budget_ms'] * scale,
         'stage_budgets_ms': [b * scale for b in monitor['stage_budgets_ms']],

@@ -24,7 +24,7 @@ from nav_msgs.msg import OccupancyGrid
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import Bool, Header
 
-from edge_loop import bringup, regression, topics
+from edge_loop import bringup, regression, stages, topics
 from edge_loop.bags import read_messages
 from edge_loop.images import image_to_array
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
@@ -41,9 +41,9 @@ CFG = yaml.safe_load(config_path('regression.yaml').read_text())
 GATES = CFG['gates']
 PICK = yaml.safe_load(config_path('pick.yaml').read_text())
 PARAMS = PICK['/**']['ros__parameters']
-MONITOR = PICK['deadline_monitor']['ros__parameters']
+MONITOR = stages.monitor_parameters([config_path('pick.yaml')])   # the stage table + pick.yaml
 EXT = Extrinsics.from_params(PARAMS['camera_position'], PARAMS['camera_orientation'])
-FRAME_STAGES = ('object_locator', 'grasp_planner', 'occupancy_mapper')
+FRAME_STAGES = stages.FRAME_STAGES
 MAX_GRIPPER_STALL_MS = 10_000.0   # the deadline monitor's range for gripper_stall_min_ms
 
 
