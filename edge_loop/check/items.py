@@ -33,6 +33,7 @@ TITLES = {
     7: 'lifecycle and clean exit',
     8: 'transport, clock, CPU settings',
     9: 'versions',
+    10: 'workspace seen by the camera',
 }
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from edge_loop import bringup, stages
+from edge_loop import bringup
 from edge_loop.check import (
     copies,
     environment,
@@ -33,6 +33,7 @@ from edge_loop.check import (
     monitor,
     resources,
     verification,
+    workspace,
 )
 from edge_loop.check.items import ItemResult, Status, not_run, page_passes
 from edge_loop.check.page import PageHeader, text_table, write_page
@@ -137,7 +138,8 @@ Hook = Callable[[CheckSession, 'CheckOutcome'], None]
 
 
 def _monitor_params(params_file: Path) -> dict[str, Any]:
-    return stages.monitor_parameters([params_file])   # the stage table, then the file
+    data = yaml.safe_load(params_file.read_text()) or {}
+    return (data.get('deadline_monitor') or {}).get('ros__parameters') or {}
 
 
 def run_check(opts: CheckOptions, hook: Hook | None = None,
@@ -277,6 +279,10 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
         memory_config is not None and memory_config.is_file()))
     items[6] = resources.placement_item(devices or {s: 'cpu' for s in stages}, {},
                                         require=6 in opts.require)
+    items[10] = workspace.workspace_item(
+        list(dict.fromkeys(Path(f).resolve() for f in (bringup.default_params_file(),
+                                                      opts.params_file))),
+        required=10 in opts.require)
     for n in opts.require:
         if n in items:
             items[n].required = True
@@ -319,8 +325,8 @@ def options_from_args(args: argparse.Namespace) -> CheckOptions:
         except ValueError:
             raise ValueError(f"--domain-id {domain!r}: an integer or 'auto'") from None
     require = frozenset(int(x) for x in args.require.replace(' ', '').split(',') if x)
-    if not require <= set(range(1, 10)):
-        raise ValueError(f'--require {args.require!r}: items are 1..9')
+    if not require <= set(range(1, 11)):
+        raise ValueError(f'--require {args.require!r}: items are 1..10')
     return CheckOptions(params_file=Path(params_file), out=args.out, bag=args.bag,
                         live=args.live, device=args.device, quick=args.quick,
                         calibrate=args.calibrate, domain_id=domain,
