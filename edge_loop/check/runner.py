@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from edge_loop import bringup
+from edge_loop import bringup, stages
 from edge_loop.check import (
     copies,
     environment,
@@ -138,8 +138,7 @@ Hook = Callable[[CheckSession, 'CheckOutcome'], None]
 
 
 def _monitor_params(params_file: Path) -> dict[str, Any]:
-    data = yaml.safe_load(params_file.read_text()) or {}
-    return (data.get('deadline_monitor') or {}).get('ros__parameters') or {}
+    return stages.monitor_parameters([params_file])   # the stage table, then the file
 
 
 def run_check(opts: CheckOptions, hook: Hook | None = None,
