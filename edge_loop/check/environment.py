@@ -17,11 +17,11 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from edge_loop.check.items import ItemResult, Status
+from edge_loop.check.items import ItemResult, Status, not_run
 from edge_loop.verify.host import installed_distribution
 
 # Fast DDS settings that let large images cross plain topics (DESIGN.md; issue 33 item 8).
@@ -72,8 +72,12 @@ def large_data_configured(env: Mapping[str, str]) -> str:
 def judge_settings(node_params: Mapping[str, Mapping[str, Any]],
                    node_procs: Mapping[str, tuple[frozenset[int] | None, int | None]],
                    env: Mapping[str, str], governors: Mapping[str, str],
-                   realtime_source: bool) -> ItemResult:
-    """Item 8: transport, clock source, governor and pinning as they took effect."""
+                   realtime_source: bool, unanswered: Sequence[str] = ()) -> ItemResult:
+    """Item 8: transport, clock source, governor and pinning as they took effect.
+
+    ``unanswered``: nodes whose parameters could not be read; their settings are unknown, so
+    the item is NOT RUN rather than judged on the others alone.
+    """
     from edge_loop.cpu import format_cpu_list, parse_cpu_list
 
     rows = []
@@ -135,6 +139,9 @@ def judge_settings(node_params: Mapping[str, Mapping[str, Any]],
     if bad:
         return ItemResult(8, Status.FAIL, measured, 'settings in effect', rows=rows,
                           fix=bad[0])
+    if unanswered:
+        return not_run(8, f'{", ".join(unanswered)} did not answer get_parameters (is the '
+                       'node spinning? ros2 param list /<node>)')
     return ItemResult(8, Status.PASS, measured, 'settings in effect', rows=rows)
 
 

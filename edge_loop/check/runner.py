@@ -211,20 +211,25 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
                         slowdown, gates['realtime_judge_max_slowdown']))
         out.extra['latency_samples'] = samples
 
-        params = {n: session.get_parameters(n, [
+        # None: the node did not answer get_parameters (a name it lacks is just absent).
+        answers = {n: session.get_parameters(n, [
             'transport', 'use_sim_time', 'cpu_affinity', 'nice', 'require_verified',
             'device']) for n in session.names}
+        out.extra['node_params'] = answers
+        unanswered = sorted(n for n, p in answers.items() if p is None)
+        params = {n: p or {} for n, p in answers.items()}
         pids = session.process_pids()
         procs = {n: environment.process_cpus(pids[n]) for n in session.names if n in pids}
         devices = {s: str(params[s].get('device', 'cpu')) for s in stages}
         items[3] = copies.judge_copies(session.copies_per_frame(), stages, devices, {})
         items[8] = environment.judge_settings(params, procs, session.env,
                                               environment.cpu_governors(),
-                                              realtime_source=True)
+                                              realtime_source=True, unanswered=unanswered)
         gated = [s for s in stages if s in verification.GATED_STAGES]
         # None: the node did not answer get_parameters (item 4 is then NOT RUN, not FAIL).
-        require_verified = {s: (bool(params[s]['require_verified'])
-                                if 'require_verified' in params[s] else None) for s in gated}
+        require_verified = {s: (None if answers[s] is None
+                                else bool(params[s].get('require_verified', False)))
+                            for s in gated}
         logs = {s: session.node_log(s) for s in gated}
 
         say(f'edge-loop check: injecting a fault ({FAULT_STAGE} slowed)')

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_loop import bringup, stages, topics
+from edge_loop.check.node_params import declared_values
 from edge_loop.launcher import Graph
 
 FRAME_STAGES = {name: stages.BY_NAME[name].topic for name in stages.FRAME_STAGES}
@@ -373,24 +374,28 @@ class CheckSession:
             self.harness.node.destroy_client(client)
 
     def get_parameters(self, node: str, names: list[str], timeout: float = 10.0,
-                       attempts: int = 3) -> dict[str, Any]:
-        """Values of ``names`` on a running node (missing: not declared there, or no answer).
+                       attempts: int = 3) -> dict[str, Any] | None:
+        """Values of the ``names`` declared on a running node; None when it never answered.
 
-        A loaded host can leave one call unanswered for seconds: it is asked ``attempts`` times.
+        A loaded host can leave one call unanswered for seconds: it is asked ``attempts``
+        times. A name the node does not declare is simply absent (see
+        :func:`declared_values`).
         """
         from rcl_interfaces.srv import GetParameters
 
         client = self.harness.node.create_client(GetParameters, f'/{node}/get_parameters')
-        try:
+
+        def ask(subset: list[str]) -> list[Any] | None:
             for _ in range(attempts):
                 if not client.wait_for_service(timeout_sec=timeout):
                     continue
-                future = client.call_async(GetParameters.Request(names=names))
+                future = client.call_async(GetParameters.Request(names=subset))
                 if self.wait(future.done, timeout, f'{node}/get_parameters'):
-                    return {n: v for n, v in zip(names, map(_param_value,
-                                                            future.result().values))
-                            if v is not None}
-            return {}
+                    return list(future.result().values)
+            return None
+
+        try:
+            return declared_values(names, ask)
         finally:
             self.harness.node.destroy_client(client)
 
@@ -584,15 +589,6 @@ class CheckSession:
             if p.name == name:
                 return p.log_path.read_text(errors='replace') if p.log_path.exists() else ''
         return ''
-
-
-def _param_value(v: Any) -> Any:
-    """rcl_interfaces/ParameterValue -> Python (None when not set)."""
-    kind = v.type
-    return {1: lambda: v.bool_value, 2: lambda: v.integer_value, 3: lambda: v.double_value,
-            4: lambda: v.string_value, 6: lambda: list(v.bool_array_value),
-            7: lambda: list(v.integer_array_value), 8: lambda: list(v.double_array_value),
-            9: lambda: list(v.string_array_value)}.get(kind, lambda: None)()
 
 
 def _float(text: str | None) -> float | None:
