@@ -52,6 +52,44 @@ LEAD_LIMIT_M = 0.02
 FINGER_NAMES = ('left_finger', 'right_finger')
 
 
+@dataclass(frozen=True)
+class HandGeometry:
+    """A parallel-jaw hand: finger size, pad friction and opening (defaults: the shipped hand).
+
+    ``finger_half`` is (thickness along the closing direction, pad width, finger length) / 2;
+    ``pad_half_length`` is the TCP (middle of the pads) to fingertip distance.
+    """
+
+    name: str = 'hand_a'
+    max_opening: float = MAX_OPENING
+    finger_half: tuple[float, float, float] = FINGER_HALF
+    pad_friction: float = PAD_FRICTION
+    pad_half_length: float = PAD_HALF_LENGTH
+
+    @property
+    def fingertip_z(self) -> float:
+        """Fingertip height in the gripper frame (below the palm)."""
+        return PALM_TO_FINGER_Z - 2 * self.finger_half[2]
+
+    @property
+    def tcp_offset_z(self) -> float:
+        """TCP height in the gripper frame (middle of the pads)."""
+        return self.fingertip_z + self.pad_half_length
+
+    @property
+    def finger_width(self) -> float:
+        """Pad width across the closing direction (the planner's ``finger_width``)."""
+        return 2 * self.finger_half[1]
+
+
+HAND_A = HandGeometry()
+# The second hand: longer, wider, thinner fingers that open further, with less grippy pads
+# (a 2F-140-like jaw with hard pads against the shipped 2F-85-like one with rubber pads).
+HAND_B = HandGeometry(name='hand_b', max_opening=0.11, finger_half=(0.004, 0.015, 0.0225),
+                      pad_friction=0.8, pad_half_length=0.012)
+HANDS = {h.name: h for h in (HAND_A, HAND_B)}
+
+
 @dataclass
 class ForceSensor:
     """Noise, bias and delay of the finger force sensors."""
@@ -72,8 +110,9 @@ class Gripper:
 
     def __init__(self, client: int, rng: np.random.Generator, dt: float,
                  home: tuple[float, float, float] = HOME_TCP, yaw: float = 0.0,
-                 sensor: ForceSensor | None = None) -> None:
+                 sensor: ForceSensor | None = None, hand: HandGeometry = HAND_A) -> None:
         self.client = client
+        self.hand = hand
         self.dt = dt
         self.sensor = sensor or ForceSensor()
         self._rng = rng
@@ -83,15 +122,16 @@ class Gripper:
         palm_vis = p.createVisualShape(p.GEOM_BOX, halfExtents=PALM_HALF,
                                        rgbaColor=[0.25, 0.25, 0.28, 1], physicsClientId=c)
         cols, viss = [], []
+        finger_half = hand.finger_half
         for sign in (-1.0, 1.0):
-            offset = [sign * FINGER_HALF[0], 0.0, -FINGER_HALF[2]]
-            cols.append(p.createCollisionShape(p.GEOM_BOX, halfExtents=FINGER_HALF,
+            offset = [sign * finger_half[0], 0.0, -finger_half[2]]
+            cols.append(p.createCollisionShape(p.GEOM_BOX, halfExtents=finger_half,
                                                collisionFramePosition=offset,
                                                physicsClientId=c))
-            viss.append(p.createVisualShape(p.GEOM_BOX, halfExtents=FINGER_HALF,
+            viss.append(p.createVisualShape(p.GEOM_BOX, halfExtents=finger_half,
                                             visualFramePosition=offset,
                                             rgbaColor=[0.15, 0.15, 0.15, 1], physicsClientId=c))
-        base = np.array(home) - np.array([0.0, 0.0, TCP_OFFSET_Z])
+        base = np.array(home) - np.array([0.0, 0.0, hand.tcp_offset_z])
         self.body = p.createMultiBody(
             baseMass=0.6, baseCollisionShapeIndex=palm_col, baseVisualShapeIndex=palm_vis,
             basePosition=base.tolist(), baseOrientation=yaw_quat(yaw),
@@ -99,17 +139,17 @@ class Gripper:
             linkVisualShapeIndices=viss,
             linkPositions=[[0, 0, PALM_TO_FINGER_Z]] * 2,
             linkOrientations=[[0, 0, 0, 1]] * 2,
-            linkInertialFramePositions=[[-FINGER_HALF[0], 0, -FINGER_HALF[2]],
-                                        [FINGER_HALF[0], 0, -FINGER_HALF[2]]],
+            linkInertialFramePositions=[[-finger_half[0], 0, -finger_half[2]],
+                                        [finger_half[0], 0, -finger_half[2]]],
             linkInertialFrameOrientations=[[0, 0, 0, 1]] * 2,
             linkParentIndices=[0, 0], linkJointTypes=[p.JOINT_PRISMATIC] * 2,
             # left finger opens towards -x, right towards +x: q = pad distance from centreline
             linkJointAxis=[[-1, 0, 0], [1, 0, 0]], physicsClientId=c)
         for link in (0, 1):
-            p.changeDynamics(self.body, link, lateralFriction=PAD_FRICTION,
+            p.changeDynamics(self.body, link, lateralFriction=hand.pad_friction,
                              spinningFriction=0.005, jointLowerLimit=0.0,
-                             jointUpperLimit=MAX_OPENING / 2, physicsClientId=c)
-            p.resetJointState(self.body, link, MAX_OPENING / 2, physicsClientId=c)
+                             jointUpperLimit=hand.max_opening / 2, physicsClientId=c)
+            p.resetJointState(self.body, link, hand.max_opening / 2, physicsClientId=c)
         p.setCollisionFilterPair(self.body, self.body, 0, 1, 0, physicsClientId=c)
         self.gear = p.createConstraint(self.body, 0, self.body, 1, p.JOINT_GEAR, [1, 0, 0],
                                        [0, 0, 0], [0, 0, 0], physicsClientId=c)
@@ -122,7 +162,7 @@ class Gripper:
         self._target_yaw = float(yaw)
         self._v = np.zeros(3)
         self._yaw_rate = 0.0
-        self._opening = MAX_OPENING
+        self._opening = hand.max_opening
         self._force_limit = 40.0
         self._history: deque[np.ndarray] = deque(
             [np.zeros(2)] * (self.sensor.delay_steps + 1), maxlen=self.sensor.delay_steps + 1)
@@ -150,16 +190,17 @@ class Gripper:
         self._yaw_rate = float(np.clip(yaw_rate, -MAX_YAW_RATE, MAX_YAW_RATE))
 
     def command_gripper(self, opening: float, max_force: float) -> None:
-        """Target opening (m, clipped to [0, 0.085]) with a finger force limit (N)."""
+        """Target opening (m, clipped to [0, max_opening]) with a finger force limit (N)."""
         if np.isfinite(opening):
-            self._opening = float(np.clip(opening, 0.0, MAX_OPENING))
+            self._opening = float(np.clip(opening, 0.0, self.hand.max_opening))
         if np.isfinite(max_force):
             self._force_limit = float(np.clip(max_force, 0.0, MAX_FORCE))
         self._apply_fingers()
 
     def teleport(self, tcp_xyz: np.ndarray | list[float], yaw: float) -> None:
         """Put the TCP at a pose at once (only where nothing is in the way) and stop."""
-        base = np.asarray(tcp_xyz, dtype=np.float64) - np.array([0.0, 0.0, TCP_OFFSET_Z])
+        base = np.asarray(tcp_xyz, dtype=np.float64) - np.array([0.0, 0.0,
+                                                                 self.hand.tcp_offset_z])
         p.resetBasePositionAndOrientation(self.body, base.tolist(), yaw_quat(yaw),
                                           physicsClientId=self.client)
         p.resetBaseVelocity(self.body, [0, 0, 0], [0, 0, 0], physicsClientId=self.client)
@@ -169,7 +210,7 @@ class Gripper:
 
     def set_opening_now(self, opening: float) -> None:
         """Put the fingers at ``opening`` at once (scene set-up only)."""
-        self._opening = float(np.clip(opening, 0.0, MAX_OPENING))
+        self._opening = float(np.clip(opening, 0.0, self.hand.max_opening))
         for link in (0, 1):
             p.resetJointState(self.body, link, self._opening / 2, physicsClientId=self.client)
         self._apply_fingers()
@@ -183,7 +224,8 @@ class Gripper:
         dist = float(np.linalg.norm(lead))
         if dist > LEAD_LIMIT_M:
             self._target = base + lead * (LEAD_LIMIT_M / dist)
-        self._target[2] = max(self._target[2], -TCP_OFFSET_Z - 0.005)  # TCP not below table
+        # the TCP not below the table
+        self._target[2] = max(self._target[2], -self.hand.tcp_offset_z - 0.005)
         self._target_yaw += self._yaw_rate * self.dt
         dyaw = np.arctan2(np.sin(self._target_yaw - yaw), np.cos(self._target_yaw - yaw))
         if abs(dyaw) > 0.3:
@@ -228,7 +270,7 @@ class Gripper:
     def tcp_pose(self) -> tuple[np.ndarray, float]:
         """(TCP position (3,) in world, yaw) — TCP = middle of the finger pads."""
         base, yaw = self._base_pose()
-        return base + np.array([0.0, 0.0, TCP_OFFSET_Z]), yaw
+        return base + np.array([0.0, 0.0, self.hand.tcp_offset_z]), yaw
 
     def tcp_velocity(self) -> tuple[np.ndarray, float]:
         """(TCP linear velocity (3,), yaw rate) in world."""

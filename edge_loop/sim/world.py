@@ -10,6 +10,7 @@ images and byte-identical depth. Sensor randomness of frame i is seeded by (seed
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pybullet as p
@@ -27,6 +28,9 @@ from edge_loop.sim import lighting as lighting_mod
 from edge_loop.sim.camera import DepthArtefacts, SimCamera
 from edge_loop.sim.gripper import Gripper
 from edge_loop.sim.objects import ObjectRecord, create_object, pick_specs
+
+if TYPE_CHECKING:
+    from edge_loop.sim.worlds import WorldConfig
 
 PHYSICS_HZ = 240
 DT = 1.0 / PHYSICS_HZ
@@ -73,7 +77,8 @@ class SimWorld:
                  tuple(DEFAULT_CAMERA_ORIENTATION),
                  intrinsics: Intrinsics = D435_VGA, object_specs: list[str] | None = None,
                  artefacts: DepthArtefacts | None = None,
-                 spawn_region: tuple[float, float] = (0.13, 0.08)) -> None:
+                 spawn_region: tuple[float, float] = (0.13, 0.08),
+                 world: WorldConfig | None = None) -> None:
         """Build and settle the scene.
 
         Args:
@@ -87,12 +92,23 @@ class SimWorld:
             object_specs: explicit objects ('cube', 'cylinder', 'NNN'); overrides n/split.
             artefacts: depth artefact model (defaults to :class:`DepthArtefacts`).
             spawn_region: half-extents (x, y) of the drop region around the tray centre.
+            world: a randomised world (:mod:`edge_loop.sim.worlds`): its camera, tray,
+                colours, lighting and hand replace the arguments above (None: today's world,
+                byte for byte).
 
         """
         self.seed = int(seed)
         self.split = split
         self.rng = np.random.default_rng(self.seed)
-        self.light = lighting_mod.get(lighting)
+        self.config = world
+        self.tray_center = np.zeros(2)
+        self.floor_top = TRAY_FLOOR     # tray floor top height (m)
+        if world is not None:
+            camera_position, camera_orientation = world.camera_position, world.camera_orientation
+            intrinsics = world.intrinsics
+            self.tray_center = np.asarray(world.tray_center, dtype=np.float64)
+            self.floor_top = world.floor_top
+        self.light = lighting_mod.get(lighting) if world is None else world.lighting
         self.intrinsics = intrinsics
         self.extrinsics = Extrinsics.from_params(list(camera_position),
                                                  list(camera_orientation))
@@ -106,7 +122,10 @@ class SimWorld:
         p.setPhysicsEngineParameter(deterministicOverlappingPairs=1, numSolverIterations=60,
                                     physicsClientId=c)
         self._build_static()
-        self.gripper = Gripper(c, np.random.default_rng([self.seed, 7]), DT)
+        if world is None:
+            self.gripper = Gripper(c, np.random.default_rng([self.seed, 7]), DT)
+        else:
+            self.gripper = Gripper(c, np.random.default_rng([self.seed, 7]), DT, hand=world.hand)
         if object_specs is None:
             n = int(self.rng.integers(1, 6)) if n_objects is None else int(n_objects)
             if not 0 <= n <= 5:
@@ -117,6 +136,8 @@ class SimWorld:
             pos = np.array([self.rng.uniform(-spawn_region[0], spawn_region[0]),
                             self.rng.uniform(-spawn_region[1], spawn_region[1]),
                             0.06 + 0.07 * i])
+            if world is not None:
+                pos += [*self.tray_center, self.floor_top - TRAY_FLOOR]
             rpy = [self.rng.uniform(-np.pi, np.pi), self.rng.uniform(-np.pi / 2, np.pi / 2),
                    self.rng.uniform(-np.pi, np.pi)]
             orn = np.array(p.getQuaternionFromEuler(rpy))
@@ -129,19 +150,29 @@ class SimWorld:
 
     def _build_static(self) -> None:
         c = self.client
-        self.table = _box(c, (0.6, 0.45, 0.02), (0.0, 0.0, -0.02), [0.62, 0.52, 0.40, 1])
-        ix, iy = TRAY_INNER[0] / 2, TRAY_INNER[1] / 2
+        cfg = self.config
+        table_rgba = [0.62, 0.52, 0.40, 1] if cfg is None else list(cfg.table_rgba)
+        self.table = _box(c, (0.6, 0.45, 0.02), (0.0, 0.0, -0.02), table_rgba)
+        inner = TRAY_INNER if cfg is None else cfg.tray_inner
+        ix, iy = inner[0] / 2, inner[1] / 2
         t, hgt = TRAY_WALL
-        grey = [0.55, 0.58, 0.62, 1]
-        floor = _box(c, (ix + t, iy + t, TRAY_FLOOR / 2), (0, 0, TRAY_FLOOR / 2),
-                     [0.72, 0.74, 0.78, 1])
+        grey = [0.55, 0.58, 0.62, 1] if cfg is None else list(cfg.tray_wall_rgba)
+        floor_rgba = [0.72, 0.74, 0.78, 1] if cfg is None else list(cfg.tray_floor_rgba)
+        x0, y0 = self.tray_center
+        z0 = self.floor_top - TRAY_FLOOR   # what the tray stands on (0: the table)
+        self.tray = []
+        if z0 > 0:   # a stand under the tray
+            self.tray.append(_box(c, (ix + t, iy + t, z0 / 2), (x0, y0, z0 / 2), table_rgba))
+        floor = _box(c, (ix + t, iy + t, TRAY_FLOOR / 2), (x0, y0, z0 + TRAY_FLOOR / 2),
+                     floor_rgba)
+        zc = z0 + hgt / 2
         walls = [
-            _box(c, (ix + t, t / 2, hgt / 2), (0, iy + t / 2, hgt / 2), grey),
-            _box(c, (ix + t, t / 2, hgt / 2), (0, -iy - t / 2, hgt / 2), grey),
-            _box(c, (t / 2, iy, hgt / 2), (ix + t / 2, 0, hgt / 2), grey),
-            _box(c, (t / 2, iy, hgt / 2), (-ix - t / 2, 0, hgt / 2), grey),
+            _box(c, (ix + t, t / 2, hgt / 2), (x0, y0 + iy + t / 2, zc), grey),
+            _box(c, (ix + t, t / 2, hgt / 2), (x0, y0 - iy - t / 2, zc), grey),
+            _box(c, (t / 2, iy, hgt / 2), (x0 + ix + t / 2, y0, zc), grey),
+            _box(c, (t / 2, iy, hgt / 2), (x0 - ix - t / 2, y0, zc), grey),
         ]
-        self.tray = [floor, *walls]
+        self.tray += [floor, *walls]
 
     # --- time -----------------------------------------------------------------------------
     @property
@@ -185,6 +216,10 @@ class SimWorld:
         the next frame index (a look that does not change the recorded sequence).
         """
         raw = self.camera.render(self.light.renderer_args())
+        extra = getattr(self.light, 'extra_lights', ())
+        if extra:   # several lights: one render each, added in linear light
+            raw.color = self.light.combine(raw.color, [
+                self.camera.render(args).color for args in self.light.extra_renderer_args()])
         index = self._frames
         if not peek:
             self._frames += 1
@@ -217,7 +252,9 @@ class SimWorld:
         """
         pts_cam = deproject(frame.depth_true_m, frame.intrinsics)
         h, w = frame.label.shape
-        blind = lighting_mod.get(frame.lighting).depth_holes(w, h) if sensed else None
+        light = self.light if frame.lighting == self.light.name \
+            else lighting_mod.get(frame.lighting)
+        blind = light.depth_holes(w, h) if sensed else None
         out = []
         for o in self.objects:
             mask = (frame.label == o.k) & (frame.depth_true_m > 0)
@@ -266,7 +303,7 @@ class SimWorld:
                 elif res[0] >= 0:
                     hit_z[idx] = res[3][2]
             todo = np.array(again, dtype=np.int64)
-        occ = (hit_z > OCCUPIED_ABOVE_M).reshape(height, width)
+        occ = (hit_z > OCCUPIED_ABOVE_M + (self.floor_top - TRAY_FLOOR)).reshape(height, width)
         self._occupancy_cache = (key, occ)
         return occ.copy()
 
