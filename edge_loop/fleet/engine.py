@@ -1,0 +1,217 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Run the replays: serially in this process, or as Ray generator tasks (one chunk each).
+
+Both paths feed the same stream of items to a :class:`Collector`: ``('frame', bag, record)``
+per replayed frame, then ``('done', bag, frames)`` or ``('bad', bag, kind, reason)`` per bag.
+A Ray task streams its items back as it makes them (a Ray generator; the driver's
+``ray.wait`` loop takes whichever task has one ready). A task whose worker or node dies is
+retried by Ray (``max_retries``) and replays its chunk again: the collector keys frames by
+(bag, index) and drops a finished bag's repeats, so nothing is counted twice; a bag is
+complete, and written to the cache, only when every frame up to its ``done`` count is in.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from edge_loop.fleet.cache import ResultCache
+from edge_loop.fleet.replay import BadBagError, replay_frames
+from edge_loop.fleet.sharding import BagRef
+
+
+def chunk_items(chunk: list[tuple[str, str]], params: dict[str, Any]) -> Iterator[tuple]:
+    """The item stream of one chunk of (bag id, path): frames, then done or bad, per bag."""
+    for bag_id, path in chunk:
+        frames = 0
+        try:
+            for record in replay_frames(path, params):
+                yield ('frame', bag_id, record)
+                frames += 1
+        except BadBagError as exc:
+            yield ('bad', bag_id, exc.kind, exc.reason)
+            continue
+        except Exception as exc:  # noqa: BLE001 - a kernel crash on one bag fails that bag
+            yield ('bad', bag_id, 'error', f'replay raised {type(exc).__name__}: {exc}')
+            continue
+        if frames == 0:
+            yield ('bad', bag_id, 'schema', 'no complete camera frame (colour, depth and '
+                   'camera_info of one stamp) in the bag')
+        else:
+            yield ('done', bag_id, frames)
+
+
+def _chunk_task(chunk: list[tuple[str, str]], params: dict[str, Any]) -> Iterator[tuple]:
+    # The Ray task body (a generator: Ray streams each item back as it is yielded).
+    yield from chunk_items(chunk, params)
+
+
+class Collector:
+    """Assembles per-bag results from items; finished bags go to the cache at once."""
+
+    def __init__(self, bags: list[BagRef], keys: dict[str, str], cache: ResultCache,
+                 on_bag: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.refs = {b.bag_id: b for b in bags}
+        self.keys = keys
+        self.cache = cache
+        self.on_bag = on_bag
+        self.results: dict[str, dict[str, Any]] = {}
+        self._frames: dict[str, dict[int, dict[str, Any]]] = {}
+        self.repeats = 0       # items of a retried task that were already in
+        self.frames_in = 0
+
+    def _shell(self, bag_id: str) -> dict[str, Any]:
+        ref = self.refs[bag_id]
+        return {'bag': bag_id, 'path': ref.path, 'hash': ref.content_hash, 'size': ref.size,
+                'scenario': ref.scenario, 'lighting': ref.lighting}
+
+    def add_cached(self, result: dict[str, Any]) -> None:
+        """A result the cache already had (no replay)."""
+        result = {k: v for k, v in result.items() if k != 'cache_key'}
+        result.update(self._shell(result['bag']))   # the path may differ from the cached run's
+        self._finish(result['bag'], result, store=False)
+
+    def handle(self, item: tuple) -> None:
+        """One item of a chunk's stream."""
+        kind, bag_id = item[0], item[1]
+        if bag_id in self.results:
+            self.repeats += 1
+            return
+        if kind == 'frame':
+            frames = self._frames.setdefault(bag_id, {})
+            if item[2]['index'] in frames:
+                self.repeats += 1
+            else:
+                frames[item[2]['index']] = item[2]
+                self.frames_in += 1
+        elif kind == 'done':
+            frames = self._frames.get(bag_id, {})
+            if sorted(frames) != list(range(item[2])):
+                # a retry restarted this bag before its first attempt's frames were all in;
+                # the retry's own frames and done item complete it
+                return
+            self._frames.pop(bag_id)
+            result = {**self._shell(bag_id), 'status': 'ok',
+                      'frames': [frames[i] for i in range(item[2])]}
+            self._finish(bag_id, result, store=True)
+        elif kind == 'bad':
+            self._frames.pop(bag_id, None)
+            result = {**self._shell(bag_id), 'status': 'bad', 'kind': item[2],
+                      'reason': item[3], 'frames': []}
+            self._finish(bag_id, result, store=True)
+        else:
+            raise ValueError(f'unknown item kind {kind!r}')
+
+    def lost(self, bag_ids: list[str], reason: str) -> None:
+        """Bags whose task failed for good (retries spent): listed, never silently dropped."""
+        for bag_id in bag_ids:
+            if bag_id not in self.results:
+                self._frames.pop(bag_id, None)
+                self._finish(bag_id, {**self._shell(bag_id), 'status': 'bad', 'kind': 'lost',
+                                      'reason': reason, 'frames': []}, store=False)
+
+    def _finish(self, bag_id: str, result: dict[str, Any], store: bool) -> None:
+        self.results[bag_id] = result
+        if store:
+            self.cache.put(self.keys[bag_id], result)
+        if self.on_bag is not None:
+            self.on_bag(result)
+
+
+def run_serial(chunks: list[list[BagRef]], params: dict[str, Any],
+               collector: Collector) -> None:
+    """Every chunk in this process, one after the other."""
+    for chunk in chunks:
+        for item in chunk_items([(b.bag_id, b.path) for b in chunk], params):
+            collector.handle(item)
+
+
+def ray_init(address: str, num_cpus: int | None, temp_dir: Path | None) -> bool:
+    """Connect to Ray (``local``: start a private cluster); True when this call started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if address == 'local':
+        # Ray's session folder holds unix sockets, whose paths are limited to ~107 bytes.
+        temp = str(temp_dir) if temp_dir is not None and len(str(temp_dir)) < 60 else None
+        ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+                 _temp_dir=temp or tempfile.mkdtemp(prefix='el_ray_'),
+                 configure_logging=False, log_to_driver=False)
+    else:
+        ray.init(address=address, log_to_driver=False)
+    return True
+
+
+def run_ray(chunks: list[list[BagRef]], params: dict[str, Any], collector: Collector, *,
+            task: dict[str, Any], ship: bool = False) -> None:
+    """Every chunk as a Ray generator task; items handled as they arrive (needs ray.init)."""
+    import ray
+
+    options: dict[str, Any] = {'num_cpus': float(task.get('num_cpus', 1)),
+                               'max_retries': int(task.get('max_retries', 3)),
+                               'retry_exceptions': False}
+    if task.get('memory_mb'):
+        options['memory'] = int(task['memory_mb']) * 2**20
+    remote = ray.remote(_chunk_task).options(**options)
+    params_ref = ray.put(params)
+    owner: dict[Any, list[str]] = {}
+    for chunk in chunks:
+        pairs = [(b.bag_id, b.path) for b in chunk]
+        gen = (remote.remote(pairs, params_ref) if not ship else
+               ray.remote(_shipped_chunk_task).options(**options).remote(
+                   [(b.bag_id, _pack_bag(b.path)) for b in chunk], params_ref))
+        owner[gen] = [b.bag_id for b in chunk]
+    pending = list(owner)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
+        for gen in ready:
+            try:
+                item = ray.get(next(gen))
+            except StopIteration:
+                continue
+            except Exception as exc:  # noqa: BLE001 - retries spent: list the chunk's bags
+                collector.lost(owner[gen], f'task failed after its retries: '
+                                           f'{type(exc).__name__}: {str(exc)[:200]}')
+                continue
+            collector.handle(item)
+            pending.append(gen)
+    leftover = [b for ids in owner.values() for b in ids if b not in collector.results]
+    if leftover:
+        collector.lost(leftover, 'task ended without a result for this bag')
+
+
+def _pack_bag(path: str) -> dict[str, bytes]:
+    """A bag folder's files as {relative name: bytes}, to send through the object store."""
+    root = Path(path)
+    if not root.is_dir():
+        return {}
+    return {f.relative_to(root).as_posix(): f.read_bytes()
+            for f in sorted(root.rglob('*')) if f.is_file()}
+
+
+def _shipped_chunk_task(chunk: list[tuple[str, dict[str, bytes]]],
+                        params: dict[str, Any]) -> Iterator[tuple]:
+    # For a cluster without a shared file system: the bags travel with the task.
+    with tempfile.TemporaryDirectory(prefix='el_bag_') as tmp:
+        pairs = []
+        for i, (bag_id, files) in enumerate(chunk):
+            folder = Path(tmp) / str(i)
+            folder.mkdir()
+            for name, data in files.items():
+                (folder / name).parent.mkdir(parents=True, exist_ok=True)
+                (folder / name).write_bytes(data)
+            pairs.append((bag_id, str(folder)))
+        yield from chunk_items(pairs, params)
+
+
+def timed(fn: Callable[[], None]) -> float:
+    """Seconds ``fn()`` takes (wall clock)."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
