@@ -74,12 +74,14 @@ def _mib(value: Any) -> str:
         return '?'
 
 
-def placement_item(devices: Mapping[str, str], handoff_ms: Mapping[str, float],
-                   require: bool) -> ItemResult:
+def placement_item(devices: Mapping[str, str], handoff: Mapping[str, Any],
+                   require: bool, not_measured: Mapping[str, str] | None = None) -> ItemResult:
     """Item 6: which stage runs where (from the running nodes), handoff cost per frame.
 
     ``devices`` maps stage -> its ``device`` parameter ('cpu' where not declared);
-    ``handoff_ms`` stage -> measured handoff per frame for stages off the CPU.
+    ``handoff`` stage -> its measured handoff per frame for stages off the CPU (a
+    :class:`~edge_loop.check.handoff.HandoffTime`, or ms); ``not_measured`` stage -> why a
+    handoff could not be measured.
     """
     accelerated = {s: d for s, d in devices.items() if d != 'cpu'}
     required = require or bool(accelerated)
@@ -98,12 +100,15 @@ def placement_item(devices: Mapping[str, str], handoff_ms: Mapping[str, float],
         if placed == 'cpu':
             rows.append((stage, 'cpu: reads the shared-memory frame in place, no handoff',
                          '-', 'yes'))
-        elif stage in handoff_ms:
-            rows.append((stage, f'{placed}: handoff {handoff_ms[stage]:.2f} ms per frame',
-                         '-', 'yes'))
+        elif stage in handoff:
+            cost = handoff[stage]
+            text = (cost.describe() if hasattr(cost, 'describe')
+                    else f'{placed}: handoff {float(cost):.2f} ms per frame')
+            rows.append((stage, text, 'measured', 'yes'))
         else:
-            rows.append((stage, f'{placed}: handoff not measured', 'measured', 'NO'))
-            bad.append(f'{stage} on {placed}: no handoff measurement')
+            reason = (not_measured or {}).get(stage, 'not measured')
+            rows.append((stage, f'{placed}: handoff {reason}', 'measured', 'NO'))
+            bad.append(f'{stage} on {placed}: no handoff measurement ({reason})')
     where = ', '.join(f'{s} {d}' for s, d in devices.items())
     if bad:
         item = not_run(6, '; '.join(bad), required=required)

@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from edge_loop import bringup, stages
+from edge_loop import bringup, stages, topics
 from edge_loop.check import (
     copies,
     environment,
@@ -196,6 +196,8 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
                                          extra=overrides))
     stages = [n for n in session.names if n in FRAME_STAGES]
     devices: dict[str, str] = {}
+    handoffs: dict[str, Any] = {}
+    handoff_failed: dict[str, str] = {}
     try:
         say(f'edge-loop check: bringing up {len(session.nodes)} nodes (logs in {log_dir})')
         started = session.start()
@@ -221,6 +223,7 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
         pids = session.process_pids()
         procs = {n: environment.process_cpus(pids[n]) for n in session.names if n in pids}
         devices = {s: str(params[s].get('device', 'cpu')) for s in stages}
+        handoffs, handoff_failed = measure_handoffs(devices, session)
         items[3] = copies.judge_copies(session.copies_per_frame(), stages, devices, {})
         items[8] = environment.judge_settings(params, procs, session.env,
                                               environment.cpu_governors(),
@@ -281,8 +284,8 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
     memory_config = opts.memory_config or _default_memory_config()
     items[5] = resources.memory_item(memory_config, required=5 in opts.require or (
         memory_config is not None and memory_config.is_file()))
-    items[6] = resources.placement_item(devices or {s: 'cpu' for s in stages}, {},
-                                        require=6 in opts.require)
+    items[6] = resources.placement_item(devices or {s: 'cpu' for s in stages}, handoffs,
+                                        require=6 in opts.require, not_measured=handoff_failed)
     items[10] = workspace.workspace_item(
         list(dict.fromkeys(Path(f).resolve() for f in (bringup.default_params_file(),
                                                       opts.params_file))),
@@ -293,6 +296,31 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
     out.items = [items[n] for n in sorted(items)]
     out.files = write_page(out.items, header, opts.out)
     return out
+
+
+def measure_handoffs(devices: dict[str, str], session: CheckSession
+                     ) -> tuple[dict[str, Any], dict[str, str]]:
+    """Item 6's handoff of every stage whose device is not the CPU, at the camera's size.
+
+    The device is the one the node resolved from its parameter (``auto`` included); the frame
+    size is the last camera_info the check received (VGA when none came).
+    """
+    from edge_loop.check import handoff
+    from edge_loop.placement import resolve_device
+
+    resolved: dict[str, str] = {}
+    failed: dict[str, str] = {}
+    for stage, spec in devices.items():
+        try:
+            resolved[stage] = resolve_device(spec).device
+        except Exception as exc:  # noqa: BLE001 - item 6 names the bad device itself
+            failed[stage] = f'device {spec!r}: {exc}'
+    if all(d == 'cpu' for d in resolved.values()):
+        return {}, failed
+    info = session.recorder.last(topics.CAMERA_INFO) if session.recorder else None
+    width, height = (int(info.width), int(info.height)) if info is not None else (640, 480)
+    measured, not_measured = handoff.measure_stages(resolved, width, height)
+    return measured, {**failed, **not_measured}
 
 
 def _reason(exc: Exception, session: CheckSession) -> str:

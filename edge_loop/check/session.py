@@ -67,6 +67,7 @@ class StampRecorder:
             classes[t], t, lambda _m: None, QoSProfile(depth=500), raw=True))
             for t in topic_names]
         self.arrivals: dict[str, list[tuple[int, int]]] = {t: [] for t in topic_names}
+        self.last_raw: dict[str, bytes] = {}   # the latest serialized message per topic
         self._period_s = period_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -83,10 +84,18 @@ class StampRecorder:
                     if taken is None:
                         break
                     data, info = taken
+                    self.last_raw[topic] = data
                     received = info.get('received_timestamp') if isinstance(info, dict) else 0
                     self.arrivals[topic].append((header_stamp_of_cdr(data),
                                                  int(received or time.time_ns())))
             self._stop.wait(self._period_s)
+
+    def last(self, topic: str) -> Any:
+        """The latest message received on ``topic``, deserialized (None before the first)."""
+        from rclpy.serialization import deserialize_message
+
+        data = self.last_raw.get(topic)
+        return None if data is None else deserialize_message(data, _msg_classes()[topic])
 
     def count(self, topic: str) -> int:
         """Messages received on ``topic`` so far."""
