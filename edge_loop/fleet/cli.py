@@ -80,7 +80,8 @@ def regress(inputs: list[str | Path], *, out: Path | None, address: str = 'local
                 import ray
 
                 n_workers = int(ray.cluster_resources().get('CPU', n_workers))
-            engine.run_ray(shards(todo, n_workers, task['max_chunk']), params, collector,
+            engine.run_ray(shards(todo, n_workers, task['max_chunk'],
+                                  task.get('chunks_per_worker', 4)), params, collector,
                            task=task, ship=ship)
     finally:
         if bar is not None:
@@ -95,11 +96,20 @@ def regress(inputs: list[str | Path], *, out: Path | None, address: str = 'local
     report['run'] = {'mode': mode, 'revision': revision, 'address': address,
                      'workers': 1 if address == 'serial' else n_workers,
                      'fresh': len(todo), 'cached': len(bags) - len(todo),
-                     'repeats_dropped': collector.repeats, 'cache': str(cache_dir or ''),
+                     'repeats_dropped': collector.repeats,
+                     'bags_per_worker': _counts(collector.workers.values()),
+                     'cache': str(cache_dir or ''),
                      'baseline': str(baseline or ''), 'wall_s': time.perf_counter() - t0}
     if out is not None:
         report_mod.write(out, report, collector.results)
     return report, collector.results
+
+
+def _counts(values: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def _load_baseline(path: Path) -> dict[str, Any]:

@@ -43,7 +43,12 @@ def chunk_items(chunk: list[tuple[str, str]], params: dict[str, Any]) -> Iterato
             yield ('bad', bag_id, 'schema', 'no complete camera frame (colour, depth and '
                    'camera_info of one stamp) in the bag')
         else:
-            yield ('done', bag_id, frames)
+            yield ('done', bag_id, frames, _where())
+
+
+def _where() -> str:
+    # Which process replayed a bag (for the run's per-worker counts; never in the report).
+    return f'{os.uname().nodename}:{os.getpid()}'
 
 
 def _chunk_task(chunk: list[tuple[str, str]], params: dict[str, Any]) -> Iterator[tuple]:
@@ -63,6 +68,7 @@ class Collector:
         self.results: dict[str, dict[str, Any]] = {}
         self._frames: dict[str, dict[int, dict[str, Any]]] = {}
         self.repeats = 0       # items of a retried task that were already in
+        self.workers: dict[str, str] = {}   # bag id -> process that replayed it
         self.frames_in = 0
 
     def _shell(self, bag_id: str) -> dict[str, Any]:
@@ -96,6 +102,8 @@ class Collector:
                 # the retry's own frames and done item complete it
                 return
             self._frames.pop(bag_id)
+            if len(item) > 3:
+                self.workers[bag_id] = item[3]
             result = {**self._shell(bag_id), 'status': 'ok',
                       'frames': [frames[i] for i in range(item[2])]}
             self._finish(bag_id, result, store=True)

@@ -112,21 +112,23 @@ def discover(inputs: list[str | Path]) -> list[BagRef]:
     return [refs[k] for k in sorted(refs)]
 
 
-def shards(bags: list[BagRef], workers: int, max_chunk: int = 16) -> list[list[BagRef]]:
+def shards(bags: list[BagRef], workers: int, max_chunk: int = 16,
+           per_worker: int = 4) -> list[list[BagRef]]:
     """Chunks of bags for tasks, balanced by bytes.
 
-    About four chunks per worker (so a slow chunk does not leave the others idle at the end),
-    at most ``max_chunk`` bags each.
+    About ``per_worker`` chunks per worker (so a slow chunk does not leave the others idle at
+    the end), at most ``max_chunk`` bags each.
     Largest bags are dealt first to the lightest chunk (longest-processing-time first); the
     order inside a chunk and of the chunks is deterministic.
     """
     if not bags:
         return []
-    count = max(math.ceil(len(bags) / max_chunk), min(len(bags), 4 * max(workers, 1)))
+    count = max(math.ceil(len(bags) / max_chunk), min(len(bags), per_worker * max(workers, 1)))
     chunks: list[list[BagRef]] = [[] for _ in range(count)]
     loads = [0] * count
     for bag in sorted(bags, key=lambda b: (-b.size, b.bag_id)):
-        lightest = min(range(count), key=lambda i: (loads[i], len(chunks[i]), i))
+        lightest = min((i for i in range(count) if len(chunks[i]) < max_chunk),
+                       key=lambda i: (loads[i], len(chunks[i]), i))
         chunks[lightest].append(bag)
         loads[lightest] += max(bag.size, 1)
     return [sorted(c, key=lambda b: b.bag_id) for c in chunks if c]
