@@ -19,7 +19,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: setup test-robot-deps demo test test-ros verify check bench bench-transport bench-sim bench-vision bench-deadline \
 	bench-occupancy bench-grasp-state bench-perception bench-pick-kernel bench-pick bench-replay train lint clean \
-	record-default
+	record-default bench-worlds
 
 setup: $(STAMP)
 
@@ -129,3 +129,10 @@ record-default: setup
 
 clean:
 	rm -rf .venv-* build install log reports .pytest_cache
+
+# Randomised worlds (issue 34): the locator + planner on held-out world configurations and
+# objects, the training worlds and the shipped world; Markdown + JSON in bench/results/worlds/
+# (docs/worlds.md). About 20 min on 2 cores. BENCH_WORLDS_ARGS="--heldout 60 --train 20".
+BENCH_WORLDS_ARGS ?=
+bench-worlds: setup
+	$(PY) bench/bench_worlds.py $(BENCH_WORLDS_ARGS)
