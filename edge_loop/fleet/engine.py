@@ -14,6 +14,7 @@ complete, and written to the cache, only when every frame up to its ``done`` cou
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -47,8 +48,13 @@ def chunk_items(chunk: list[tuple[str, str]], params: dict[str, Any]) -> Iterato
 
 
 def _where() -> str:
-    # Which process replayed a bag (for the run's per-worker counts; never in the report).
-    return f'{os.uname().nodename}:{os.getpid()}'
+    # Which process replayed a bag (for the run's per-worker counts; never in the report):
+    # the Ray node (in a worker) or this host, and the process id.
+    node = os.uname().nodename
+    ray = sys.modules.get('ray')     # never imported for a serial run
+    if ray is not None and ray.is_initialized():
+        node = ray.get_runtime_context().get_node_id()[:12]
+    return f'{node}:{os.getpid()}'
 
 
 def _chunk_task(chunk: list[tuple[str, str]], params: dict[str, Any]) -> Iterator[tuple]:
