@@ -261,9 +261,17 @@ class StageNode(LifecycleNode):
         """
         from edge_loop.transport import FrameReader
 
-        self.frame_reader = FrameReader(
+        self.watch_frames(FrameReader(
             self, transport or self.params['transport'], channel=self.params['frame_channel'],
-            callback=callback, **reader_kwargs)
+            callback=callback, **reader_kwargs), summary)
+
+    def watch_frames(self, reader: Any, summary: Callable[[], None]) -> None:
+        """Make ``reader`` (anything with ``close()``) this node's frame reader, with ``summary``.
+
+        For a reader other than FrameReader (frame_ingest's compressed images);
+        :meth:`close_frames` closes it.
+        """
+        self.frame_reader = reader
         self._summary_timer = self.create_timer(self.params['diagnostics_period_s'], summary)
 
     def close_frames(self) -> None:
