@@ -203,6 +203,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--default', action='store_true',
                         help='write the embedded default scenario set into --output')
     parser.add_argument('--force', action='store_true', help='replace existing bags')
+    parser.add_argument('--count', type=int, default=1,
+                        help='a bag set: seeds --seed .. --seed+COUNT-1 of every scenario of '
+                             '--scenario (comma-separated), as <output>/<scenario>_s<seed> '
+                             '(edge-loop regress, docs/fleet.md)')
 
 
 def _prepare(path: Path, force: bool) -> None:
@@ -218,6 +222,14 @@ def run(args: argparse.Namespace) -> int:
         if args.default:
             out = args.output or Path('data/scenarios')
             jobs = [(s.name, s.seed, s.frames, s.approach, out / s.name) for s in DEFAULT_SET]
+        elif args.count > 1 or ',' in args.scenario:
+            names = [n.strip() for n in args.scenario.split(',') if n.strip()]
+            for name in names:
+                parse_scenario(name)
+            out = args.output or Path('data/bagset')
+            jobs = [(name, seed, args.frames, args.approach, out / f'{name}_s{seed}')
+                    for seed in range(args.seed, args.seed + max(args.count, 1))
+                    for name in names]
         else:
             parse_scenario(args.scenario)
             out = args.output or Path('data/scenarios') / f'{args.scenario}_s{args.seed}'
