@@ -199,11 +199,10 @@ def cpu_side_by_side(h, env: dict[str, str], log_dir: Path, params: dict, args) 
         name, _, pairs = spec.partition('=')
         variants[name] = {k: float(v) for k, v in (kv.split(':') for kv in pairs.split(','))}
     from diagnostic_msgs.msg import DiagnosticArray
-    from std_msgs.msg import Header
 
     # Subscribed as in the main run (and on a robot, where an aggregator takes /diagnostics).
     h.node.create_subscription(DiagnosticArray, '/diagnostics', lambda _: None, 10)
-    h.node.create_subscription(Header, '/edge_loop/safe_stop', lambda _: None, 100)
+    h.node.create_subscription(DiagnosticArray, '/edge_loop/safe_stop', lambda _: None, 100)
     fake = _fake_loop(h, args)
     fake.start()
     results: dict[str, list[float]] = {name: [] for name in variants}
@@ -258,11 +257,16 @@ def run(h, monitor, args, budget_s: float) -> int:
     stops: list[tuple[int, Header]] = []
     lock = threading.Lock()
 
-    def on_stop(msg: Header) -> None:
-        with lock:
-            stops.append((time.time_ns(), msg))
+    from edge_loop.nodes import safe_stop
 
-    h.node.create_subscription(Header, '/edge_loop/safe_stop', on_stop, 100)
+    def on_stop(msg: DiagnosticArray) -> None:
+        # kept as (stamp, reason) in a Header, as the channel carried them before
+        event = safe_stop.from_message(msg)
+        with lock:
+            stops.append((time.time_ns(), Header(stamp=msg.header.stamp,
+                                                 frame_id=event.reason if event else '')))
+
+    h.node.create_subscription(DiagnosticArray, '/edge_loop/safe_stop', on_stop, 100)
     diags: list[DiagnosticArray] = []
     h.node.create_subscription(DiagnosticArray, '/diagnostics', diags.append, 10)
     _configure_active(h)

@@ -32,12 +32,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import TwistStamped
 from rclpy.qos import QoSProfile
-from std_msgs.msg import Header
 
 from edge_loop import bringup, topics
 from edge_loop.launcher import Graph
+from edge_loop.nodes import safe_stop
 from edge_loop.paths import data_dir
 from edge_loop.testing import claim_domain_id, domain_env, ros_harness
 
@@ -68,7 +69,7 @@ def run_once(variant: str, bag: Path, seconds: float, warmup_s: float,
                       env=domain_env(domain, log_dir / 'ros_log'))
         with ros_harness(domain, 'bench_replay') as h:
             commands = h.receive_probe(TwistStamped, topics.ARM_CMD, QoSProfile(depth=500))
-            stops = h.receive_probe(Header, topics.SAFE_STOP, QoSProfile(depth=500))
+            stops = h.receive_probe(DiagnosticArray, topics.SAFE_STOP, QoSProfile(depth=500))
             try:
                 graph.start()
                 graph.wait_active(120.0)
@@ -95,7 +96,9 @@ def run_once(variant: str, bag: Path, seconds: float, warmup_s: float,
         latency.setdefault(stamp, (received_ns - stamp) / 1e6)   # a frame's first command
     reasons: dict[str, int] = {}
     for msg, _ in stopped:
-        reasons[msg.frame_id] = reasons.get(msg.frame_id, 0) + 1
+        event = safe_stop.from_message(msg)
+        reason = event.reason if event else '?'
+        reasons[reason] = reasons.get(reason, 0) + 1
     return {'latency_ms': list(latency.values()), 'stops': reasons}
 
 

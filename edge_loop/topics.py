@@ -27,7 +27,9 @@ ARM_CMD = '/edge_loop/cmd/arm'          # geometry_msgs/TwistStamped, gripper ve
 GRIPPER_CMD = '/edge_loop/cmd/gripper'  # sensor_msgs/JointState: position=[opening m], effort=[N]
 MARKERS = '/edge_loop/markers'          # visualization_msgs/MarkerArray (RViz)
 FRAMES = '/edge_loop/frames'            # sensor_msgs/CameraInfo: one per shared-memory frame
-SAFE_STOP = '/edge_loop/safe_stop'      # std_msgs/Header: deadline monitor's safe-stop events
+# diagnostic_msgs/DiagnosticArray, transient local: the deadline monitor's safe stops, which the
+# pick controller carries out (edge_loop/nodes/safe_stop.py)
+SAFE_STOP = '/edge_loop/safe_stop'
 
 # Simulator ground truth (sim_robot and scenario bags only).
 SIM_OBJECTS = '/sim/objects'            # geometry_msgs/PoseArray, visible-surface centroids
@@ -50,4 +52,5 @@ TYPES = {
     ARM_CMD: 'geometry_msgs/msg/TwistStamped',
     GRIPPER_CMD: 'sensor_msgs/msg/JointState',
     MARKERS: 'visualization_msgs/msg/MarkerArray',
+    SAFE_STOP: 'diagnostic_msgs/msg/DiagnosticArray',
 }

@@ -276,7 +276,6 @@ class CheckSession:
         """Start every process and wait until the manager has them all active (seconds)."""
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.qos import QoSProfile
-        from std_msgs.msg import Header
 
         from edge_loop.testing import RosHarness
 
@@ -284,7 +283,8 @@ class CheckSession:
         self.harness = RosHarness(self.domain_id, name=f'edge_loop_check_{os.getpid()}')
         self.recorder = StampRecorder(self.harness.context, [
             topics.CAMERA_INFO, topics.ARM_CMD, topics.GRASP_STATE, *FRAME_STAGES.values()])
-        probe = self.harness.receive_probe(Header, topics.SAFE_STOP, QoSProfile(depth=1000))
+        probe = self.harness.receive_probe(DiagnosticArray, topics.SAFE_STOP,
+                                           QoSProfile(depth=1000))
         self._stop_probe = probe
         self.harness.subscribe(DiagnosticArray, topics.DIAGNOSTICS, self.diagnostics.append,
                                QoSProfile(depth=100))
@@ -303,11 +303,13 @@ class CheckSession:
 
     def safe_stops(self, since_ns: int = 0) -> list[tuple[int, int, str]]:
         """(stamp, receive ns, reason) of the safe stops received at or after ``since_ns``."""
+        from edge_loop.nodes.safe_stop import from_message
+
         out = []
         for msg, received in list(self._stop_probe.samples):
-            stamp = msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec
-            if received >= since_ns:
-                out.append((stamp, received, msg.frame_id))
+            event = from_message(msg)
+            if event is not None and received >= since_ns:
+                out.append((event.stamp_ns, received, event.reason))
         return out
 
     def wait(self, predicate: Any, timeout: float, what: str) -> bool:

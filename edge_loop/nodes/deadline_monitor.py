@@ -6,9 +6,12 @@ Each ``camera_info`` stamp opens a frame with an absolute deadline (stamp + end-
 budget); the stage outputs and the arm command, all stamped with the source camera stamp,
 close it. A dedicated thread sleeps until the earliest open deadline (it runs SCHED_FIFO
 where the OS allows it) and, when a frame's command is not out by then, publishes a safe
-stop right away: a zero twist on the arm command topic, a gripper hold, and an event on
-``/edge_loop/safe_stop``. After ``misses_to_deactivate`` consecutive misses the controller is
-deactivated through its lifecycle services (from a worker thread) and the loop reports ERROR;
+stop right away on ``/edge_loop/safe_stop`` (:mod:`edge_loop.nodes.safe_stop`: the frame's
+stamp, the reason and the gripper hold to take). The pick controller obeys it with a zero
+twist and that hold, and refuses any later command for that frame: it is the only writer of
+the command topics, which the monitor only reads. After ``misses_to_deactivate`` consecutive
+misses the controller is deactivated through its lifecycle services (from a worker thread) and
+the loop reports ERROR;
 ``healthy_periods_to_ok`` healthy periods later it reports OK again, but the controller comes
 back only through ``~/reactivate``. A camera or gripper input silent for ``stall_periods`` of
 its period is a miss too. See docs/deadline_monitor.md.
@@ -32,7 +35,7 @@ The judgement (frames, misses, health, deactivation) is the kernel :class:`LoopJ
 (:mod:`edge_loop.kernels.deadline`); this node only feeds it and carries out its verdicts.
 It is still about 1000 lines because what stays is ROS mechanics the kernel cannot hold:
 the raw wait-set intake with DDS receive stamps, /clock taken in that thread, the
-simulated-time settle, the content-filtered gripper sampling, the safe-stop messages,
+simulated-time settle, the content-filtered gripper sampling, the safe-stop channel,
 lifecycle calls from a worker and /diagnostics.
 """
 
@@ -60,7 +63,6 @@ from rclpy.serialization import deserialize_message
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 
 from edge_loop import stages, topics
@@ -83,6 +85,7 @@ from edge_loop.kernels.deadline import (
     next_frame_check_ns,
 )
 from edge_loop.lifecycle_client import LifecycleClient, LifecycleError
+from edge_loop.nodes import safe_stop
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 
 # Defaults from the one stage table (edge_loop/stages.py); config/pick.yaml does not repeat them.
@@ -129,6 +132,17 @@ def _gripper_sampling(p: dict[str, Any]) -> tuple[int, int] | None:
             '2 * gripper_sample_every_ms + gripper_sample_window_ms (the longest gap sampling '
             'leaves in a healthy gripper topic, one empty window included)')
     return every_ns, window_ns
+
+
+def _is_stop_answer(data: bytes) -> bool:
+    """A serialized arm command that holds still (how the controller answers a safe stop).
+
+    Read only for commands stamped like a stop: a late command that still moves the arm is
+    judged (late) as before, never taken for the answer.
+    """
+    twist = deserialize_message(data, TwistStamped).twist
+    return not any((twist.linear.x, twist.linear.y, twist.linear.z,
+                    twist.angular.x, twist.angular.y, twist.angular.z))
 
 
 def _ms(value_ns: float) -> str:
@@ -185,9 +199,11 @@ class DeadlineMonitor(StageNode):
               'Budget per stage (ms): source stamp -> output; for the command stage its own '
               'time after the last upstream output', min=0.0),
         Param('command_topic', topics.ARM_CMD,
-              'Arm command (geometry_msgs/TwistStamped): closes a frame; safe stops go here'),
+              'Arm command (geometry_msgs/TwistStamped): closes a frame (read only; the '
+              'controller answers a safe stop on it)'),
         Param('gripper_command_topic', topics.GRIPPER_CMD,
-              'Gripper command (sensor_msgs/JointState): last force is read, holds go here'),
+              'Gripper command (sensor_msgs/JointState): the last opening and force are read '
+              'for the hold a safe stop asks for'),
         Param('camera_info_topic', topics.CAMERA_INFO, 'Frame clock: one stamp per frame'),
         Param('joint_states_topic', topics.JOINT_STATES,
               'Gripper joint states: stall watch and the opening to hold'),
@@ -231,7 +247,8 @@ class DeadlineMonitor(StageNode):
               'simulator answered it, but the two topics reached us in the other order)',
               min=0.0, max=1000.0),
         Param('hold_force_n', 5.0,
-              'Gripper hold force when no gripper command was seen yet (N)', min=0.0),
+              'Gripper hold force a safe stop asks for when no gripper command was seen yet '
+              '(N)', min=0.0),
     )
 
     def __init__(self, **kwargs: Any) -> None:
@@ -281,11 +298,9 @@ class DeadlineMonitor(StageNode):
         self._reset_state()
 
         reliable = QoSProfile(depth=10)
-        self._pub_arm = self.create_lifecycle_publisher(TwistStamped, p['command_topic'],
-                                                        reliable)
-        self._pub_gripper = self.create_lifecycle_publisher(
-            JointState, p['gripper_command_topic'], reliable)
-        self._pub_stop = self.create_lifecycle_publisher(Header, topics.SAFE_STOP, reliable)
+        # The one safe-stop channel; the command topics are the controller's alone.
+        self._pub_stop = self.create_lifecycle_publisher(DiagnosticArray, topics.SAFE_STOP,
+                                                         safe_stop.qos())
         self._pub_diag = self.create_lifecycle_publisher(DiagnosticArray, topics.DIAGNOSTICS,
                                                          reliable)
         group = ReentrantCallbackGroup()
@@ -294,8 +309,7 @@ class DeadlineMonitor(StageNode):
                                         callback_group=group)
         self._diag_timer = self.create_timer(p['diagnostics_period_s'],
                                              self._publish_diagnostics)
-        self._entities = [('publisher', self._pub_arm), ('publisher', self._pub_gripper),
-                          ('publisher', self._pub_stop), ('publisher', self._pub_diag),
+        self._entities = [('publisher', self._pub_stop), ('publisher', self._pub_diag),
                           ('service', self._srv), ('timer', self._diag_timer)]
 
         # The watched topics live on a helper node that no executor spins: the deadline
@@ -795,8 +809,8 @@ class DeadlineMonitor(StageNode):
         if entry.gripper_command and stamp not in self._own_holds:
             self._force_raw = data    # deserialized only when a hold needs the force
         if entry.command:
-            if stamp in self._own_stops:
-                self._own_stops.remove(stamp)
+            if stamp in self._own_stops and _is_stop_answer(data):
+                self._own_stops.remove(stamp)   # the controller carrying out our safe stop
                 return
             self._carry_out(judge.command(stamp, now))
 
@@ -826,7 +840,7 @@ class DeadlineMonitor(StageNode):
         for verdict in verdicts:
             if isinstance(verdict, SafeStop):
                 t0 = time.perf_counter_ns()   # wall time on simulated time too
-                self._publish_safe_stop(verdict.stamp_ns, verdict.reason)
+                self._publish_safe_stop(verdict)
                 self._reaction.add(time.perf_counter_ns() - t0)
                 if self._sim_time and verdict.reason == 'deadline_miss':
                     # for _report_late
@@ -856,26 +870,25 @@ class DeadlineMonitor(StageNode):
             f'{"before" if item.source <= tick_source else "after"} the expiring /clock tick',
             throttle_duration_sec=1.0)
 
-    def _publish_safe_stop(self, stamp: int, reason: str) -> None:
-        sec, nanosec = divmod(stamp, NS_PER_S)
-        header = Header(frame_id=self.params['world_frame'])
-        header.stamp.sec, header.stamp.nanosec = int(sec), int(nanosec)
+    def _publish_safe_stop(self, verdict: SafeStop) -> None:
+        """Ask for a safe stop on the channel; the controller carries it out."""
+        stamp = verdict.stamp_ns
+        # The controller answers with a zero twist and the hold, stamped ``stamp``: those are
+        # not the frame's command (nor the operator's gripper command), so they are skipped.
         self._own_stops.append(stamp)
-        self._pub_arm.publish(TwistStamped(header=header))
+        self._own_holds.append(stamp)
         opening = self._opening()
-        if opening is not None:
-            commanded, force = self._last_gripper_command()
-            # The measured opening may be a sample up to gripper_sample_every_ms old: while
-            # closing on an object, holding there would open the jaws again. Never wider than
-            # the last command, so a safe stop never lets go of what the gripper was gripping.
-            if commanded is not None:
-                opening = min(opening, commanded)
-            hold = JointState(header=Header(stamp=header.stamp), name=['gripper'],
-                              position=[opening],
-                              effort=[force if force is not None else self.params['hold_force_n']])
-            self._own_holds.append(stamp)
-            self._pub_gripper.publish(hold)
-        self._pub_stop.publish(Header(stamp=header.stamp, frame_id=reason))
+        commanded, force = self._last_gripper_command()
+        # The measured opening may be a sample up to gripper_sample_every_ms old: while
+        # closing on an object, holding there would open the jaws again. Never wider than
+        # the last command, so a safe stop never lets go of what the gripper was gripping.
+        if opening is not None and commanded is not None:
+            opening = min(opening, commanded)
+        self._pub_stop.publish(safe_stop.to_message(safe_stop.SafeStopEvent(
+            stamp, verdict.reason, hold_opening_m=opening,
+            hold_force_n=force if force is not None else self.params['hold_force_n'],
+            deadline_ns=verdict.deadline_ns, detected_ns=verdict.detected_ns),
+            source=self.get_name()))
 
     # --- controller lifecycle (worker thread / service) ------------------------------------
     def _work(self) -> None:

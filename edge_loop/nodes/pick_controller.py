@@ -21,11 +21,20 @@ text marker with the phase on ``/edge_loop/markers`` (namespace ``pick_controlle
 Stale inputs (older than ``stale_s`` against the frame stamp) make it command zero twist. An
 unusable input message (NaN, wrong size, unknown frame) is ignored with a throttled warning
 and a ``/diagnostics`` entry.
+
+Safe stops: this node is the only writer of the command topics. The deadline monitor asks for
+a stop on ``/edge_loop/safe_stop`` (:mod:`edge_loop.nodes.safe_stop`); the controller answers
+at once, from a callback group of its own (a policy step in progress, even a slow one, does
+not hold it up), with a zero twist and the gripper hold the stop names, stamped with the
+stop's stamp, and from then on refuses every command for a frame stamped at or before it (the
+gate: a late answer to a stopped frame never moves the arm). While inactive it publishes
+nothing.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from typing import Any
@@ -34,19 +43,22 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PolygonStamped, PoseArray, PoseStamped, TwistStamped
 from nav_msgs.msg import OccupancyGrid
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from sensor_msgs.msg import JointState
 from std_msgs.msg import ColorRGBA, Header
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from edge_loop import topics
+from edge_loop.executors import MultiThreadedExecutor
 from edge_loop.kernels.camera import Extrinsics, camera_to_world
 from edge_loop.kernels.grasp_types import grasp_from_rectangle
 from edge_loop.kernels.occupancy import GridSpec
 from edge_loop.kernels.policy import PickPolicy, PolicyInputs, PolicyOutput, PolicyParams
+from edge_loop.nodes import safe_stop
 from edge_loop.nodes.sampled_inputs import SampledInputs
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
-from edge_loop.nodes.vision_common import stamp_seconds
+from edge_loop.nodes.vision_common import stamp_ns, stamp_seconds
 
 WARN_PERIOD_S = 1.0
 _DEF = PolicyParams()
@@ -129,6 +141,12 @@ class PickControllerNode(StageNode):
         self._last_out: PolicyOutput | None = None
         self._sampled: SampledInputs | None = None
         self._reset_srv: Any = None
+        # The safe-stop gate: commands for frames stamped at or before this are refused.
+        # Held while publishing, so a stop and a command of the policy never interleave.
+        self._publish_lock = threading.RLock()
+        self._stopped_through_ns = -1
+        self.stops_obeyed = 0
+        self.commands_refused = 0
 
     # --- lifecycle -----------------------------------------------------------------------
     def configure_stage(self) -> None:
@@ -172,6 +190,10 @@ class PickControllerNode(StageNode):
         self._sampled.add(DiagnosticArray, topics.GRASP_STATE)
         self._sampled.add(PoseStamped, topics.TCP_POSE)
         self._reset_srv = self.create_service(Trigger, '~/reset', self._on_reset)
+        # Its own group: the executor runs it while a (slow) grasp callback is in progress.
+        self._subs.append(self.create_subscription(
+            DiagnosticArray, topics.SAFE_STOP, self._on_safe_stop, safe_stop.qos(),
+            callback_group=MutuallyExclusiveCallbackGroup()))
 
     def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Any:
         """Back to ``observe`` with no plan and no attempts (a new scene, or after gave_up)."""
@@ -191,12 +213,13 @@ class PickControllerNode(StageNode):
 
     def deactivate_stage(self) -> None:
         """Command a stop once, then go quiet (the robot holds still without commands)."""
-        if self._active and self._last_out is not None:
-            stop = PolicyOutput((0.0, 0.0, 0.0, 0.0), self._last_out.gripper_opening,
-                                self._last_out.gripper_force, self._last_out.phase,
-                                'deactivated')
-            self._publish(stop, self.get_clock().now().to_msg())
-        self._active = False
+        with self._publish_lock:
+            if self._active and self._last_out is not None:
+                stop = PolicyOutput((0.0, 0.0, 0.0, 0.0), self._last_out.gripper_opening,
+                                    self._last_out.gripper_force, self._last_out.phase,
+                                    'deactivated')
+                self._publish(stop, self.get_clock().now().to_msg())
+            self._active = False
 
     def release(self) -> None:
         """Destroy subscriptions and publishers (idempotent)."""
@@ -358,9 +381,45 @@ class PickControllerNode(StageNode):
             self._inputs.target = self._target_of(grasp, msg.header.stamp)
             out = policy.step(now, self._inputs)
         self.debug_delay()
-        self._publish(out, msg.header.stamp)
+        with self._publish_lock:
+            if stamp_ns(msg.header.stamp) <= self._stopped_through_ns:
+                self.commands_refused += 1
+                self._warn('command', f'frame {now:.3f} was safe-stopped before its command '
+                           'was ready: not sent', msg.header.stamp)
+                return
+            self._publish(out, msg.header.stamp)
+
+    def _on_safe_stop(self, msg: DiagnosticArray) -> None:
+        """Carry out the deadline monitor's safe stop; close the gate up to its stamp."""
+        event = safe_stop.from_message(msg)
+        if event is None:
+            return
+        with self._publish_lock:
+            if event.stamp_ns <= self._stopped_through_ns:
+                return   # already stopped through it (e.g. the latched history on configure)
+            self._stopped_through_ns = event.stamp_ns
+            if not self._active or not self._pubs:
+                return
+            last = self._last_out
+            opening = event.hold_opening_m if event.hold_opening_m is not None else (
+                last.gripper_opening if last is not None else None)
+            force = event.hold_force_n if event.hold_force_n is not None else (
+                last.gripper_force if last is not None else 0.0)
+            self._publish_stop(msg.header.stamp, opening, force)
+            self.stops_obeyed += 1
+        self.get_logger().warning(
+            f'safe stop ({event.reason}) for frame {event.stamp_ns / 1e9:.3f}: holding still',
+            throttle_duration_sec=1.0)
 
     # --- outputs -------------------------------------------------------------------------
+    def _publish_stop(self, stamp: Any, opening: float | None, force: float) -> None:
+        """Zero twist and (if the opening is known) a gripper hold, stamped ``stamp``."""
+        self._pubs['arm'].publish(TwistStamped(header=Header(stamp=stamp, frame_id=self._world)))
+        if opening is not None:
+            self._pubs['gripper'].publish(JointState(
+                header=Header(stamp=stamp), name=['gripper'], position=[float(opening)],
+                velocity=[], effort=[float(force)]))
+
     def _publish(self, out: PolicyOutput, stamp: Any) -> None:
         if not self._pubs:
             return
@@ -386,8 +445,10 @@ class PickControllerNode(StageNode):
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run the pick_controller node."""
-    return run_node(PickControllerNode, args)
+    """Run the pick_controller node (two threads: policy steps and safe stops)."""
+    # A safe stop must not wait long for the GIL while a policy step runs.
+    sys.setswitchinterval(0.001)
+    return run_node(PickControllerNode, args, executor_cls=MultiThreadedExecutor)
 
 
 if __name__ == '__main__':

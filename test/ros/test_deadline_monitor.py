@@ -14,9 +14,9 @@ from diagnostic_msgs.msg import DiagnosticArray
 from dummy_stage import FakeLoop, FramePlan, start_dummy
 from geometry_msgs.msg import PoseArray, TwistStamped
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 
+from edge_loop.nodes import safe_stop
 from edge_loop.paths import SOURCE_ROOT
 from edge_loop.testing import monitor_loop_status
 
@@ -76,6 +76,19 @@ class Probed:
         return [(t, m) for m, t in list(self._probe.samples)]
 
 
+class Stops(Probed):
+    """The safe-stop channel, read as :class:`~edge_loop.nodes.safe_stop.SafeStopEvent`."""
+
+    def __init__(self, harness):
+        super().__init__(harness, DiagnosticArray, '/edge_loop/safe_stop')
+
+    def msgs(self) -> list:
+        return [safe_stop.from_message(m) for m in super().msgs()]
+
+    def timed(self) -> list:
+        return [(t, safe_stop.from_message(m)) for t, m in super().timed()]
+
+
 def loop_status(diags: Received):
     """Latest loop status of the monitor as (level, {key: value})."""
     return monitor_loop_status(diags.msgs())
@@ -109,7 +122,7 @@ def rig(harness, node_procs, ros_domain, tmp_path):
     r.controller = ctl
     # When a safe stop went out is judged on its DDS arrival time: this test process's
     # executor (one Python thread, the fake loop beside it) can lag by more than a period.
-    r.stops = Probed(harness, Header, '/edge_loop/safe_stop')
+    r.stops = Stops(harness)
     r.arm = Received(harness, TwistStamped, '/edge_loop/cmd/arm')
     r.gripper = Received(harness, JointState, '/edge_loop/cmd/gripper')
     r.diags = Received(harness, DiagnosticArray, '/diagnostics')
@@ -132,7 +145,7 @@ def _plan(faults: dict[int, tuple[str, FramePlan]]):
 
 
 def _stamps(stops, reason='deadline_miss') -> list[int]:
-    return [_ns(m.stamp) for _, m in stops if m.frame_id == reason]
+    return [m.stamp_ns for _, m in stops if m.reason == reason]
 
 
 def test_nominal_frames_no_miss_late_and_missing_command_safe_stop(harness, rig):
@@ -163,19 +176,22 @@ def test_nominal_frames_no_miss_late_and_missing_command_safe_stop(harness, rig)
     missed = {f.stamp_ns for f in judged if f.missed(budget_ns)}
     either = {f.stamp_ns for f in judged if f.missed(budget_ns) is None}
     stopped = set(_stamps(stops))
-    assert len(faults) == 2 and faults <= stopped, [(m.frame_id, _ns(m.stamp)) for _, m in stops]
+    assert len(faults) == 2 and faults <= stopped, [(m.reason, m.stamp_ns) for _, m in stops]
     assert {s for s in stopped if s in judged_stamps} - either == missed - either
     assert len(_stamps(stops)) == len(stopped)                  # one stop per missed frame
     for received, msg in stops:
-        if msg.frame_id == 'deadline_miss':
-            deadline = _ns(msg.stamp) + budget_ns
+        if msg.reason == 'deadline_miss':
+            deadline = msg.stamp_ns + budget_ns
             assert 0 <= received - deadline < 0.5e9      # generous: the harness is Python too
-    zero = [m for m in rig.arm.msgs() if _ns(m.header.stamp) in faults
-            and m.twist.linear.x == 0.0 and m.header.frame_id == 'world']
-    assert len(zero) == 2
-    holds = [m for m in rig.gripper.msgs() if _ns(m.header.stamp) in faults
-             and m.position[0] == pytest.approx(0.04)]
-    assert len(holds) == 2 and holds[0].effort[0] == 12.0     # last commanded force
+    # The stop names the hold (the gripper's opening, the last commanded force); carrying it
+    # out is the controller's (test_safe_stop.py): the monitor writes no command topic.
+    holds = [m for _, m in stops if m.stamp_ns in faults]
+    assert all(m.hold_opening_m == pytest.approx(0.04) and m.hold_force_n == 12.0
+               for m in holds), holds
+    writers = {(i.node_namespace.rstrip('/') + '/' + i.node_name)
+               for topic in ('/edge_loop/cmd/arm', '/edge_loop/cmd/gripper')
+               for i in harness.node.get_publishers_info_by_topic(topic)}
+    assert '/deadline_monitor' not in writers, writers
     harness.wait_until(lambda: int(loop_status(rig.diags)[1].get('misses', -1)) >= 2, 5.0,
                        'diagnostics with the misses')
     level, values = loop_status(rig.diags)
@@ -217,15 +233,13 @@ def test_a_hold_never_opens_wider_than_the_last_gripper_command(harness, rig):
 
     # The missing frame's own stop: on a loaded machine an earlier frame can miss too, and its
     # stop (and hold) carry that frame's stamp.
-    harness.wait_until(lambda: any(m.frame_id == 'deadline_miss'
-                                   and _ns(m.stamp) in missing_stamps()
+    harness.wait_until(lambda: any(m.reason == 'deadline_miss'
+                                   and m.stamp_ns in missing_stamps()
                                    for m in rig.stops.msgs()),
                        20.0, 'the missing frame stopped')
     missing = missing_stamps()
-    harness.wait_until(lambda: any(_ns(m.header.stamp) in missing for m in rig.gripper.msgs()),
-                       5.0, 'the hold')
-    hold = next(m for m in rig.gripper.msgs() if _ns(m.header.stamp) in missing)
-    assert hold.position[0] == pytest.approx(0.03) and hold.effort[0] == 12.0
+    hold = next(m for m in rig.stops.msgs() if m.stamp_ns in missing)
+    assert hold.hold_opening_m == pytest.approx(0.03) and hold.hold_force_n == 12.0
 
 
 def test_consecutive_misses_deactivate_controller_until_reactivate(harness, rig):
@@ -290,7 +304,7 @@ def test_a_startup_backlog_is_not_enforced_until_the_loop_runs_on_time(harness, 
     # frame that really missed.
     harness.wait_until(lambda: burst[0] in set(_stamps(rig.stops.timed())), 5.0,
                        "the burst's first safe stop")
-    stopped = {_ns(m.stamp) for m in rig.stops.msgs() if m.frame_id == 'deadline_miss'}
+    stopped = {m.stamp_ns for m in rig.stops.msgs() if m.reason == 'deadline_miss'}
     assert not stopped & set(backlog), 'a start-up backlog frame was enforced'
     really_missed = {f.stamp_ns for f in rig.fake.sent if f.missed(int(BUDGET_S * 1e9))
                      is not False}
@@ -308,10 +322,10 @@ def test_stalled_camera_and_gripper_are_misses(harness, rig):
     stalled = {i: ('stall', FramePlan(camera=False)) for i in range(first, end)}
     rig.fake.plan = _plan(stalled)
     rig.fake.start()
-    harness.wait_until(lambda: any(m.frame_id == 'camera_stall' for m in rig.stops.msgs()),
+    harness.wait_until(lambda: any(m.reason == 'camera_stall' for m in rig.stops.msgs()),
                        20.0, 'camera_stall safe stop')
     harness.wait_until(lambda: rig.fake.frame_index > end + 6, 20.0, 'camera back')
-    stall_stops = [_ns(m.stamp) for m in rig.stops.msgs() if m.frame_id == 'camera_stall']
+    stall_stops = [m.stamp_ns for m in rig.stops.msgs() if m.reason == 'camera_stall']
     # The oracle is the silences the fake camera really left: the planned 12 periods (which a
     # loaded machine stretches) and any other gap a starved test process made. A stall comes
     # after 5 silent periods, then one miss per further period, inside the silence (+ the
@@ -334,7 +348,7 @@ def test_stalled_camera_and_gripper_are_misses(harness, rig):
     # The stall is found through the content filter (1 in 10 samples reach the monitor).
     assert 'content filter' in loop_status(rig.diags)[1]['gripper_sampling']
     rig.fake.joints_enabled = False
-    harness.wait_until(lambda: any(m.frame_id == 'gripper_stall' for m in rig.stops.msgs()),
+    harness.wait_until(lambda: any(m.reason == 'gripper_stall' for m in rig.stops.msgs()),
                        10.0, 'gripper_stall safe stop')
     rig.fake.joints_enabled = True
     budget_ns = int(BUDGET_S * 1e9)
@@ -413,7 +427,7 @@ def test_on_simulated_time_deadlines_follow_the_clock(harness, node_procs):
     monitor = node_procs('deadline_monitor', params={
         **MONITOR_PARAMS, 'use_sim_time': True, 'misses_to_deactivate': 1000,
         'stall_periods': 50})
-    stops = Received(harness, Header, '/edge_loop/safe_stop')
+    stops = Stops(harness)
     diags = Received(harness, DiagnosticArray, '/diagnostics')
     client = harness.lifecycle('deadline_monitor')
     client.wait_for_state('unconfigured', 30.0)
@@ -465,7 +479,7 @@ def test_on_simulated_time_deadlines_follow_the_clock(harness, node_procs):
     harness.wait_until(lambda: int(loop_status(diags)[1].get('frames', 0)) >= 20, 10.0,
                        'diagnostics of all frames')
     assert _stamps(stops.timed()) == sorted(expected)     # one each, and no false positive
-    assert not [m for m in stops.msgs() if m.frame_id != 'deadline_miss']
+    assert not [m for m in stops.msgs() if m.reason != 'deadline_miss']
     assert monitor.wait_for_output('deadline_miss: frame', 5.0), monitor.output()
     said = [line for line in monitor.output().splitlines() if 'deadline_miss: frame' in line]
     assert all('object_locator' in line and 'grasp_state' not in line for line in said), said

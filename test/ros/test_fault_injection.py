@@ -21,11 +21,12 @@ from typing import Any
 import pytest
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import TwistStamped
 from rclpy.qos import QoSProfile
-from std_msgs.msg import Header
 
 from edge_loop import bringup, topics
 from edge_loop.launcher import Graph
+from edge_loop.nodes import safe_stop
 from edge_loop.paths import config_path, data_dir
 from edge_loop.testing import monitor_loop_status, ros_harness
 
@@ -37,20 +38,29 @@ MONITOR = yaml.safe_load(config_path('pick.yaml').read_text())['deadline_monitor
 
 
 class Stops:
-    """Safe stops as (receive time, stamp ns, reason)."""
+    """Safe stops (the /edge_loop/safe_stop channel) as (receive time, stamp ns, reason)."""
 
     def __init__(self) -> None:
         self.items: list[tuple[float, int, str]] = []
         self._lock = threading.Lock()
 
-    def __call__(self, msg: Header) -> None:
+    def __call__(self, msg: DiagnosticArray) -> None:
+        event = safe_stop.from_message(msg)
         with self._lock:
-            self.items.append((time.monotonic(), msg.stamp.sec * 1_000_000_000
-                               + msg.stamp.nanosec, msg.frame_id))
+            self.items.append((time.monotonic(), event.stamp_ns, event.reason))
 
     def since(self, t: float, reason: str | None = None) -> list[tuple[float, int, str]]:
         with self._lock:
             return [s for s in self.items if s[0] >= t and reason in (None, s[2])]
+
+
+def _ns(stamp) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+def _still(msg: TwistStamped) -> bool:
+    t = msg.twist
+    return not any((t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z))
 
 
 def _enforcing(diagnostics: list) -> bool:
@@ -71,7 +81,7 @@ def _running_graph(ros_domain, tmp_path, extra: dict) -> Iterator[tuple[Any, Gra
     graph = Graph(nodes, bringup.default_params_file(), tmp_path / 'logs', env=ros_domain[1])
     with ros_harness(ros_domain[0]) as h:
         stops = Stops()
-        h.subscribe(Header, topics.SAFE_STOP, stops, QoSProfile(depth=500))
+        h.subscribe(DiagnosticArray, topics.SAFE_STOP, stops, QoSProfile(depth=500))
         try:
             graph.start()
             graph.wait_active(120.0)
@@ -86,6 +96,7 @@ def test_a_stage_slowed_beyond_its_budget_stops_the_loop_and_takes_the_controlle
     slowed = {'grasp_planner': {'debug_delay_ms': 120.0}}
     with _running_graph(ros_domain, tmp_path, slowed) as (h, graph, stops):
         active = time.monotonic()
+        arm = h.collect(TwistStamped, topics.ARM_CMD, QoSProfile(depth=500))
         controller = h.lifecycle('pick_controller')
         # The misses count once the startup grace ends (no on-time commands: after
         # startup_grace_s); N in a row deactivate the controller.
@@ -101,6 +112,15 @@ def test_a_stage_slowed_beyond_its_budget_stops_the_loop_and_takes_the_controlle
                      '15 more stops with the controller off')
         assert controller.get_state(timeout=5.0) == 'inactive'   # no silent re-activation
         assert not graph.dead(), f'node process(es) died: {graph.dead()}'
+        # Through the one channel: the controller carried out the stops that came while it
+        # was active (a zero twist stamped like the stop), never a moving command for a
+        # stopped frame, and it alone writes the arm command.
+        stopped = {s for _, s, why in stops.since(active, 'deadline_miss')}
+        answers = [m for m in list(arm) if _ns(m.header.stamp) in stopped]
+        assert answers, 'no stop carried out on /edge_loop/cmd/arm'
+        assert all(_still(m) for m in answers), [m.twist for m in answers if not _still(m)]
+        writers = {i.node_name for i in h.node.get_publishers_info_by_topic(topics.ARM_CMD)}
+        assert writers == {'pick_controller'}, writers
     log = (tmp_path / 'logs' / 'deadline_monitor.log').read_text(errors='replace')
     # The miss reports name the stage that held the frames up.
     misses = [line for line in log.splitlines() if 'deadline_miss: frame' in line]

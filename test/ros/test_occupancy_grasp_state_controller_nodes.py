@@ -352,3 +352,72 @@ def test_pick_controller_commands_safely_with_frame_stamps(harness, node_procs):
                                    for m in list(markers) for mk in m.markers
                                    if mk.ns == 'pick_controller'), 10.0,
                        'the alternative named on the phase marker')
+
+
+def _set_double(harness, node, name, value):
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    client = harness.node.create_client(SetParameters, f'/{node}/set_parameters')
+    assert client.wait_for_service(10.0)
+    done = threading.Event()
+    future = client.call_async(SetParameters.Request(parameters=[Parameter(
+        name=name, value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
+                                        double_value=value))]))
+    future.add_done_callback(lambda _f: done.set())
+    assert done.wait(10.0) and future.result().results[0].successful
+    harness.node.destroy_client(client)
+
+
+def test_pick_controller_carries_out_a_safe_stop_while_a_step_is_slow(harness, node_procs):
+    """The one safe-stop channel: the controller stops at once and refuses the stopped frame.
+
+    The frame's policy step is held up 1 s (``debug_delay_ms``); the stop comes 0.1 s into
+    it. Answered from its own callback group, the zero twist and the stop's hold go out long
+    before the step ends, and the step's own command for that frame (moving) is never sent.
+    """
+    from edge_loop.nodes import safe_stop
+
+    node_procs('pick_controller', params={'max_attempts': 50})
+    arm = harness.collect(TwistStamped, topics.ARM_CMD, 50)
+    arm_timed = harness.receive_probe(TwistStamped, topics.ARM_CMD)   # DDS receive times
+    gripper = harness.collect(JointState, topics.GRIPPER_CMD, 50)
+    world = World(harness)
+    stop_pub = harness.node.create_publisher(DiagnosticArray, topics.SAFE_STOP, safe_stop.qos())
+    _bring_up(harness, 'pick_controller')
+    for topic in (topics.GRASP, topics.TCP_POSE, topics.OCCUPANCY, topics.SAFE_STOP):
+        harness.wait_for_subscribers(topic)
+    grid = _grid_with((-0.015, -0.015, 0.015, 0.015))
+    clear = PlanarGrasp(center=[0.0, 0.0, 0.02], yaw=math.pi / 2, opening=0.05)
+    for _ in range(10):   # moving towards the pre-grasp: a stopped frame's command would move
+        a, _ = _settle(harness, world, grid, arm, gripper, clear)
+        if a.twist.linear.y < -0.01:
+            break
+    else:
+        raise AssertionError('no motion towards the grasp')
+    _set_double(harness, 'pick_controller', 'debug_delay_ms', 1000.0)
+    world.inputs(grid)
+    stopped = world.send_grasp(clear)
+    time.sleep(0.1)   # the controller is now inside that frame's slow step
+    sent_ns = time.time_ns()
+    stop_pub.publish(safe_stop.to_message(safe_stop.SafeStopEvent(
+        stopped, 'deadline_miss', hold_opening_m=0.03, hold_force_n=7.0)))
+    harness.wait_until(lambda: any(_ns(m.header.stamp) == stopped
+                                   for m, _ in list(arm_timed.samples)), 5.0,
+                       'the stop carried out')
+    answer, received_ns = next((m, t) for m, t in list(arm_timed.samples)
+                               if _ns(m.header.stamp) == stopped)
+    assert (answer.twist.linear.x, answer.twist.linear.y, answer.twist.linear.z,
+            answer.twist.angular.z) == (0.0, 0.0, 0.0, 0.0)
+    # Held up by the step it would come >= 0.9 s after the stop; allow a loaded machine 0.6 s.
+    assert received_ns - sent_ns < 0.6e9, (received_ns - sent_ns) / 1e6
+    harness.wait_until(lambda: any(_ns(m.header.stamp) == stopped for m in list(gripper)), 5.0,
+                       'the hold')
+    hold = next(m for m in list(gripper) if _ns(m.header.stamp) == stopped)
+    assert hold.position[0] == pytest.approx(0.03) and hold.effort[0] == 7.0
+    # The slow step ends; its (moving) command for the stopped frame is refused, while the
+    # next frame is answered again (no latch beyond the stopped stamp).
+    _set_double(harness, 'pick_controller', 'debug_delay_ms', 0.0)
+    a, _ = _settle(harness, world, grid, arm, gripper, clear)
+    assert [m.twist.linear.y for m in list(arm) if _ns(m.header.stamp) == stopped] == [0.0]
+    assert _ns(a.header.stamp) > stopped

@@ -22,13 +22,14 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PolygonStamped, PoseArray, PoseStamped, TwistStamped
 from nav_msgs.msg import OccupancyGrid
 from rclpy.qos import DurabilityPolicy, QoSProfile
-from std_msgs.msg import Bool, Header
+from std_msgs.msg import Bool
 
 from edge_loop import bringup, regression, stages, topics
 from edge_loop.bags import read_messages
 from edge_loop.images import image_to_array
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
 from edge_loop.launcher import Graph
+from edge_loop.nodes import safe_stop
 from edge_loop.paths import config_path, data_dir, share_dir
 from edge_loop.stats import percentiles
 from edge_loop.testing import ros_harness
@@ -134,8 +135,7 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
         def record(kind):
             def cb(msg):
                 out.counts[kind] = out.counts.get(kind, 0) + 1
-                # std_msgs/Header (the safe stop) is its own header
-                stamp = _ns(msg.stamp if isinstance(msg, Header) else msg.header.stamp)
+                stamp = _ns(msg.header.stamp)
                 if kind == 'objects':
                     out.objects[stamp] = np.array(
                         [[p.position.x, p.position.y, p.position.z] for p in msg.poses]
@@ -158,7 +158,8 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
                 elif kind == 'safe_stop':
                     out.safe_stops += 1
                     out.safe_stop_stamps.append(stamp)
-                    out.safe_stop_reasons.append(msg.frame_id)
+                    event = safe_stop.from_message(msg)
+                    out.safe_stop_reasons.append(event.reason if event else '?')
             return cb
 
         def on_diagnostics(msg):
@@ -174,7 +175,7 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
                     ('occupancy', OccupancyGrid, topics.OCCUPANCY),
                     ('command', TwistStamped, topics.ARM_CMD),
                     ('state', DiagnosticArray, topics.GRASP_STATE),
-                    ('safe_stop', Header, topics.SAFE_STOP))
+                    ('safe_stop', DiagnosticArray, topics.SAFE_STOP))
         for kind, cls, topic in recorded:
             # Real time: this process takes no more CPU from the graph than the gates need.
             if realtime and kind not in ('command', 'safe_stop'):
