@@ -136,3 +136,9 @@ clean:
 BENCH_WORLDS_ARGS ?=
 bench-worlds: setup
 	$(PY) bench/bench_worlds.py $(BENCH_WORLDS_ARGS)
+
+# edge-loop regress at scale (docs/fleet.md): 1,000 short bags serial vs a local Ray cluster
+# (alternated pairs), and a simulated 4-node cluster; results in bench/results/fleet/.
+.PHONY: bench-fleet
+bench-fleet: setup
+	$(PY) bench/bench_fleet.py

@@ -70,12 +70,14 @@ def regress(inputs: list[str | Path], *, out: Path | None, address: str = 'local
     task = cfg['task']
     n_workers = workers or os.cpu_count() or 1
     started = False
+    t_start = t_replay = time.perf_counter()
     try:
         if todo and address == 'serial':
             engine.run_serial(shards(todo, 1, task['max_chunk']), params, collector)
         elif todo:
             temp = (out / 'ray') if out is not None else None
             started = engine.ray_init(address, n_workers if address == 'local' else None, temp)
+            t_replay = time.perf_counter()
             if address != 'local':
                 import ray
 
@@ -84,6 +86,7 @@ def regress(inputs: list[str | Path], *, out: Path | None, address: str = 'local
                                   task.get('chunks_per_worker', 4)), params, collector,
                            task=task, ship=ship)
     finally:
+        t_end = time.perf_counter()
         if bar is not None:
             bar.close()
         if started:
@@ -99,7 +102,11 @@ def regress(inputs: list[str | Path], *, out: Path | None, address: str = 'local
                      'repeats_dropped': collector.repeats,
                      'bags_per_worker': _counts(collector.workers.values()),
                      'cache': str(cache_dir or ''),
-                     'baseline': str(baseline or ''), 'wall_s': time.perf_counter() - t0}
+                     'baseline': str(baseline or ''), 'wall_s': time.perf_counter() - t0,
+                     # discovery and hashing, cluster start, replay (first task to last
+                     # result), merge and report; the cluster's stop is in wall_s only
+                     'discover_s': t_start - t0, 'start_s': t_replay - t_start,
+                     'replay_s': t_end - t_replay}
     if out is not None:
         report_mod.write(out, report, collector.results)
     return report, collector.results
