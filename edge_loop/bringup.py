@@ -385,7 +385,8 @@ LAUNCH_ARGUMENTS = (
      'leaves the parameter files to decide)'),
     ('device', '', 'compute device for the nodes that declare a device parameter'),
     ('extrinsics_source', 'params', 'params: publish the camera in TF from camera_position/'
-     'camera_orientation; tf: the robot already publishes it'),
+     'camera_orientation; tf: the robot already publishes it, and the nodes read the camera '
+     'pose from TF at configure (needs tf2_ros)'),
     ('rviz', 'false', 'start RViz with rviz/pick.rviz'),
 )
 
@@ -451,6 +452,9 @@ def from_arguments(arguments: dict[str, str], work_dir: Path,
                   replay=replay, use_model=flag('use_model') if args['use_model'] else None,
                   device=args['device'],
                   log_level=args['log_level'], **graph_kwargs)
+    if args['extrinsics_source'] == 'tf':   # the nodes read the camera pose from TF, not params
+        for node in nodes:
+            node.parameters['extrinsics_source'] = 'tf'
     files = [default_params_file()]
     if args['params_file']:
         user = Path(args['params_file']).expanduser()

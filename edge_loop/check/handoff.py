@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# What each frame stage moves to its device per frame (dtype, channels): the locator reads
-# colour and depth; the grasp planner depth and the locator's label image; the occupancy
-# mapper depth only.
+# What a frame stage moves to its device per frame (dtype, channels): colour and depth (the
+# locator), except the stages below: the grasp planner depth and the locator's label image,
+# the occupancy mapper depth only. (Stage names are listed in edge_loop/stages.py only.)
 PLANE_FORMATS = {'color': (np.uint8, 3), 'depth': (np.uint16, 1), 'labels': (np.uint8, 1)}
-STAGE_PLANES = {'object_locator': ('color', 'depth'), 'grasp_planner': ('depth', 'labels'),
-                'occupancy_mapper': ('depth',)}
+DEFAULT_PLANES = ('color', 'depth')
+STAGE_PLANES = {'grasp_planner': ('depth', 'labels'), 'occupancy_mapper': ('depth',)}
 REPEATS = 50
 
 
@@ -49,7 +49,7 @@ def stage_planes(stage: str, width: int, height: int) -> list[np.ndarray]:
     """Host arrays shaped as the planes ``stage`` uploads per frame at ``width`` x ``height``."""
     rng = np.random.default_rng(0)
     out = []
-    for plane in STAGE_PLANES.get(stage, ('color', 'depth')):
+    for plane in STAGE_PLANES.get(stage, DEFAULT_PLANES):
         dtype, channels = PLANE_FORMATS[plane]
         shape = (height, width, channels) if channels > 1 else (height, width)
         out.append(rng.integers(0, np.iinfo(dtype).max, size=shape, dtype=dtype))

@@ -120,7 +120,7 @@ class GraspPlannerNode(StageNode):
         """Gate, parameters, publishers, the locator's result."""
         check_deployable_or_fail(self, ['grasp_planner'])
         p = self.params
-        self._ext = extrinsics_from(p)
+        self._ext = extrinsics_from(p, self)
         self._gp = GraspParams(max_opening=p['max_opening'], finger_width=p['finger_width'],
                                clearance=p['clearance'], grasp_depth=p['grasp_depth'],
                                n_angles=p['n_angles'])

@@ -138,7 +138,7 @@ class ObjectLocatorNode(StageNode):
             from edge_loop.models.segnet import load_segnet
 
             self._model = load_segnet()
-        self._ext = extrinsics_from(self.params)
+        self._ext = extrinsics_from(self.params, self)
         self._lp = locator_params(self.params)
         self._frame_id = self.params['world_frame']
         self._pubs = {

@@ -24,11 +24,10 @@ from nav_msgs.msg import MapMetaData, OccupancyGrid
 from std_msgs.msg import Header
 
 from edge_loop import topics
-from edge_loop.kernels.camera import Extrinsics
 from edge_loop.kernels.occupancy import GridSpec, OccupancyMapper, OccupancyParams
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
-from edge_loop.nodes.vision_common import BadFrameError, depth_inputs
+from edge_loop.nodes.vision_common import BadFrameError, depth_inputs, extrinsics_from
 from edge_loop.placement import PlacementError, device_error, resolve_device
 
 _DEF = OccupancyParams()
@@ -100,7 +99,7 @@ class OccupancyMapperNode(StageNode):
         check_deployable_or_fail(self, [OP_NAME])
         prm = self.params
         try:
-            self._ext = Extrinsics.from_params(prm['camera_position'], prm['camera_orientation'])
+            self._ext = extrinsics_from(prm, self)   # params or TF (extrinsics_source)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
         spec = GridSpec(origin_x=prm['grid_origin'][0], origin_y=prm['grid_origin'][1],

@@ -51,14 +51,14 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from edge_loop import topics
 from edge_loop.executors import MultiThreadedExecutor
-from edge_loop.kernels.camera import Extrinsics, camera_to_world
+from edge_loop.kernels.camera import camera_to_world
 from edge_loop.kernels.grasp_types import grasp_from_rectangle
 from edge_loop.kernels.occupancy import GridSpec
 from edge_loop.kernels.policy import PickPolicy, PolicyInputs, PolicyOutput, PolicyParams
 from edge_loop.nodes import safe_stop
 from edge_loop.nodes.sampled_inputs import SampledInputs
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
-from edge_loop.nodes.vision_common import stamp_ns, stamp_seconds
+from edge_loop.nodes.vision_common import extrinsics_from, stamp_ns, stamp_seconds
 
 WARN_PERIOD_S = 1.0
 _DEF = PolicyParams()
@@ -153,7 +153,7 @@ class PickControllerNode(StageNode):
         """Policy parameters, publishers, subscriptions."""
         prm = self.params
         try:
-            self._ext = Extrinsics.from_params(prm['camera_position'], prm['camera_orientation'])
+            self._ext = extrinsics_from(prm, self)   # params or TF (extrinsics_source)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
         kwargs = {k: prm[k] for k in (

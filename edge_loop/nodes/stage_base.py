@@ -161,6 +161,14 @@ COMMON_PARAMS = (
           check=lambda q: None if sum(x * x for x in q) > 1e-6 else 'quaternion has zero norm'),
     Param('world_frame', 'world', 'Frame id of the workspace frame (z up)',
           check=lambda s: 'must not start with /' if s.startswith('/') or not s else None),
+    Param('extrinsics_source', 'params', 'Where the stages that use the camera pose read it: '
+          'params (camera_position/camera_orientation) or tf (world_frame -> camera_frame, '
+          'looked up at configure; needs tf2_ros)', choices=('params', 'tf')),
+    Param('camera_frame', 'camera_color_optical_frame', 'TF frame of the colour optical '
+          'frame (extrinsics_source tf)',
+          check=lambda s: 'must not start with /' if s.startswith('/') or not s else None),
+    Param('tf_timeout_s', 5.0, 'How long configure waits for the camera pose in TF (s)',
+          min=0.0, max=120.0),
     Param('transport', 'shm', 'Frame transport: shm (iceoryx2 loans) or ros (Image topics)',
           choices=('shm', 'ros')),
     Param('frame_channel', 'edge_loop/rgbd', 'iceoryx2 service name of the RGB-D frames'),

@@ -18,12 +18,20 @@
   publish stall under load (the real-time replay deactivated the controller).
 - :class:`PerceptionPairing`: that pairing, by exact stamp, with a count of frames whose
   locator result never came.
+- :func:`extrinsics_from`: the camera pose from the parameters (``extrinsics_source:
+  params``) or from TF (``tf``: ``world_frame`` -> ``camera_frame`` looked up once at
+  configure, for a camera fixed to the cell; :func:`lookup_extrinsics` is the pure part).
+  Where tf2_ros does not import (PyPI ROS wheels), ``tf`` fails configure naming the fix:
+  the parameters are never used in its place.
 """
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -50,12 +58,108 @@ class BadFrameError(ValueError):
     """A frame the stage cannot use; the message says why (goes to the log and diagnostics)."""
 
 
-def extrinsics_from(params: dict[str, Any]) -> Extrinsics:
-    """Camera pose from the shared parameters (ConfigError when invalid)."""
+def extrinsics_from(params: dict[str, Any], node: Any = None) -> Extrinsics:
+    """Camera pose from the parameters or, with ``extrinsics_source: tf``, from TF.
+
+    ConfigError when the parameters are invalid, when tf2_ros is missing, or when TF has no
+    transform ``world_frame`` -> ``camera_frame`` within ``tf_timeout_s``.
+    """
+    if params.get('extrinsics_source', 'params') == 'tf':
+        if node is None:
+            raise ConfigError('extrinsics_source tf: this stage cannot read TF (no node given)')
+        return extrinsics_from_tf(node, params['world_frame'], params['camera_frame'],
+                                  params['tf_timeout_s'])
     try:
         return Extrinsics.from_params(params['camera_position'], params['camera_orientation'])
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+
+
+def tf_unavailable() -> str:
+    """Why tf2_ros cannot be used here ('' when it imports)."""
+    try:
+        import tf2_ros  # noqa: F401
+    except ImportError as exc:
+        return (f"extrinsics_source 'tf' needs tf2_ros, which does not import here "
+                f'({type(exc).__name__}: {exc}): install it with the ROS distribution '
+                '(apt install ros-jazzy-tf2-ros; the PyPI ROS wheels have no tf2), or set '
+                'extrinsics_source: params with camera_position / camera_orientation')
+    return ''
+
+
+def extrinsics_from_transform(transform: Any) -> Extrinsics:
+    """Extrinsics of a geometry_msgs/Transform (the camera's pose in the world frame)."""
+    t, q = transform.translation, transform.rotation
+    position = [float(t.x), float(t.y), float(t.z)]
+    orientation = [float(q.x), float(q.y), float(q.z), float(q.w)]
+    norm = math.sqrt(sum(v * v for v in orientation))
+    if not all(math.isfinite(v) for v in position + orientation) or norm < 1e-6:
+        raise ConfigError(f'TF camera pose is not usable: position {position}, '
+                          f'orientation {orientation}')
+    return Extrinsics.from_params(position, [v / norm for v in orientation])
+
+
+def lookup_extrinsics(lookup: Callable[[str, str], Any], world_frame: str, camera_frame: str,
+                      timeout_s: float, poll_s: float = 0.05,
+                      clock: Callable[[], float] = time.monotonic,
+                      sleep: Callable[[float], None] = time.sleep) -> Extrinsics:
+    """The camera pose from ``lookup(target, source)`` (a TransformStamped), retried.
+
+    ``lookup`` is tf2's ``Buffer.lookup_transform(world_frame, camera_frame, latest)``: the
+    transform taking camera points into the world, which is the camera's pose there. TF
+    fills in as its publishers are discovered, so a failing lookup is retried every
+    ``poll_s`` until ``timeout_s``; then ConfigError names both frames and tf2's last reason.
+    """
+    deadline = clock() + timeout_s
+    while True:
+        try:
+            stamped = lookup(world_frame, camera_frame)
+        except Exception as exc:  # noqa: BLE001 - tf2's Lookup/Connectivity/Extrapolation
+            last = f'{type(exc).__name__}: {exc}'
+        else:
+            return extrinsics_from_transform(stamped.transform)
+        if clock() >= deadline:
+            raise ConfigError(f'no transform {world_frame} -> {camera_frame} in TF after '
+                              f'{timeout_s:g} s ({last}); is the robot publishing the camera '
+                              f'(ros2 run tf2_ros tf2_echo {world_frame} {camera_frame})?')
+        sleep(poll_s)
+
+
+def extrinsics_from_tf(node: Any, world_frame: str, camera_frame: str,
+                       timeout_s: float) -> Extrinsics:
+    """Look the camera pose up in TF once (ConfigError when tf2_ros is missing or TF lacks it).
+
+    A private listener node with its own executor thread fills the buffer: configure runs
+    inside the stage's executor, which cannot deliver /tf_static to it meanwhile.
+    """
+    why = tf_unavailable()
+    if why:
+        raise ConfigError(why)
+    import rclpy
+    import tf2_ros
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.time import Time
+
+    listener_node = rclpy.create_node(f'{node.get_name()}_tf_lookup',
+                                      namespace=node.get_namespace(), context=node.context,
+                                      start_parameter_services=False)
+    buffer = tf2_ros.Buffer()
+    listener = tf2_ros.TransformListener(buffer, listener_node, spin_thread=False)
+    executor = SingleThreadedExecutor(context=node.context)
+    executor.add_node(listener_node)
+    thread = threading.Thread(target=executor.spin, name='tf-lookup', daemon=True)
+    thread.start()
+    try:
+        ext = lookup_extrinsics(lambda target, source: buffer.lookup_transform(
+            target, source, Time()), world_frame, camera_frame, timeout_s)
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+        thread.join(timeout=1.0)
+        listener.unregister()
+        listener_node.destroy_node()
+    node.get_logger().info(f'camera pose from TF ({world_frame} -> {camera_frame}): '
+                           f'position {[round(float(v), 4) for v in ext.translation]}')
+    return ext
 
 
 def depth_inputs(frame: Any) -> tuple[np.ndarray, Intrinsics]:
