@@ -5,14 +5,15 @@
 One perception pass per frame: this node does not run the object locator. It plans on the
 locator's result for the same frame, ``/edge_loop/objects`` (PoseArray: centroids) plus
 ``/edge_loop/labels`` (the label image they rest on), paired with the frame by exact header
-stamp (:class:`~edge_loop.nodes.vision_common.PerceptionPairing`). When the frame arrives it
-computes what needs only depth (height scene, obstacle points), so the frame's shared-memory
-sample is given back at once; when the locator's result for that stamp is in, it tries the
-objects in the locator's picking order (:func:`~edge_loop.kernels.object_locator.rank_positions`)
-and plans for the first with a collision-free grasp, so it normally grasps the object on
-``/edge_loop/object``. A frame whose locator result never comes gets no grasp, and the
-``/diagnostics`` entry ``grasp_planner: input`` says how many (WARN; never a grasp paired with
-another frame's objects).
+stamp (:class:`~edge_loop.nodes.vision_common.PerceptionPairing`, within ``pairing_window_ms``
+of stamps, so a starved machine whose locator runs frames behind still pairs). When the frame
+arrives it computes what needs only depth (height scene, obstacle points), so the frame's
+shared-memory sample is given back at once; when the locator's result for that stamp is in, it
+tries the objects in the locator's picking order
+(:func:`~edge_loop.kernels.object_locator.rank_positions`) and plans for the first with a
+collision-free grasp, so it normally grasps the object on ``/edge_loop/object``. A frame whose
+locator result never comes gets no grasp, and the ``/diagnostics`` entry ``grasp_planner:
+input`` says how many (WARN; never a grasp paired with another frame's objects).
 
 Outputs, stamped with the frame's stamp in ``world_frame``: ``/edge_loop/grasp``
 (PolygonStamped: the contract's jaw rectangle; a polygon without points when there is no
@@ -51,9 +52,10 @@ from edge_loop.nodes.vision_common import (
     stamp_ns,
 )
 
-# The locator's result for a frame normally comes a few ms after the frame; more than this many
-# newer frames pending means it never will.
-PAIRING_DEPTH = 4
+# The locator's result for a frame normally comes a few ms after the frame; on a starved machine
+# it can be several frames behind, so pairing waits by stamp (pairing_window_ms), not by a
+# count of frames. This many pending stamps only bounds memory (1 s of frames at 30 Hz).
+PAIRING_MAX_PENDING = 32
 
 
 def grasp_polygon(grasp: PlanarGrasp | None, header: Header) -> PolygonStamped:
@@ -91,20 +93,25 @@ class GraspPlannerNode(StageNode):
     """Lifecycle stage planning grasps on the locator's result for every frame."""
 
     PARAMS = GATE_PARAMS + (
-        Param('max_opening', 0.085, 'Largest jaw opening (m)', min=0.01, max=0.3),
+        Param('max_opening', 0.085, 'Largest jaw opening (m)', min=0.01, max=0.3, tier='user'),
         Param('finger_width', 0.02, 'Finger-pad width across the closing direction (m)',
-              min=0.001, max=0.1),
+              min=0.001, max=0.1, tier='user'),
         Param('clearance', 0.012, 'Added to the object width on each side (m)', min=0.0,
               max=0.05),
         Param('grasp_depth', 0.015, 'Pad middle below the top of the grasped band (m)',
               min=0.0, max=0.1),
         Param('n_angles', 24, 'Closing directions sampled over 180 degrees', min=2, max=180),
-        Param('candidate_markers', 10, 'Candidates shown in RViz', min=0, max=100),
+        Param('candidate_markers', 10, 'Candidates shown in RViz', min=0, max=100, tier='internal'),
         Param('alternatives', GRASP_ALTERNATIVES,
               'Next-best grasps published on /edge_loop/grasp_alternatives (0: an empty polygon)',
               min=0, max=50),
         Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
-              max=60.0),
+              max=60.0, tier='internal'),
+        Param('pairing_window_ms', 500.0,
+              "How long (in camera stamps) a frame waits for the locator's result: a frame "
+              'without it once a frame this much newer came is reported (no locator result). '
+              "500 ms: a grasp older than the controller's stale_s (0.5 s) is of no use",
+              min=10.0, max=10000.0),
     )
 
     def __init__(self, **kwargs: Any) -> None:
@@ -142,7 +149,8 @@ class GraspPlannerNode(StageNode):
 
     def activate_stage(self) -> None:
         """Start reading frames."""
-        self._pairing = PerceptionPairing(PAIRING_DEPTH)
+        self._pairing = PerceptionPairing(
+            PAIRING_MAX_PENDING, window_ns=int(self.params['pairing_window_ms'] * 1e6))
         self._missing_reported = 0
         self.open_frames(self._on_frame, self._summary)
 

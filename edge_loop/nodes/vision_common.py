@@ -342,13 +342,17 @@ class PerceptionPairing:
     ``objects`` (PoseArray) or ``labels`` (Image); returns ``{kind: item}`` once all three of a
     stamp are in. Pairing is by exact stamp only. A frame whose locator result has not come
     when a newer frame completes, or when more than ``depth`` stamps are pending, is dropped and
-    counted in ``missing`` (the stage reports it: never a silent, wrong pairing).
+    counted in ``missing`` (the stage reports it: never a silent, wrong pairing). With
+    ``window_ns`` a pending stamp is also dropped once a part ``window_ns`` newer came: on a
+    starved machine the locator may be several frames behind, and a count of frames would
+    drop results that are still on their way; ``depth`` then only bounds memory.
     """
 
     KINDS = ('frame', 'objects', 'labels')
 
-    def __init__(self, depth: int = 4) -> None:
+    def __init__(self, depth: int = 4, window_ns: int | None = None) -> None:
         self.depth = max(1, depth)
+        self.window_ns = window_ns
         self.missing = 0        # frames of this stage that never got the locator's result
         self.unmatched = 0      # locator results whose frame this stage never had
         self._pending: OrderedDict[int, dict[str, Any]] = OrderedDict()
@@ -370,6 +374,9 @@ class PerceptionPairing:
                 entry = self._pending[stamp] = {}
                 while len(self._pending) > self.depth:
                     self._drop(self._pending.popitem(last=False)[1])
+                if self.window_ns is not None:
+                    for old in [k for k in self._pending if k < stamp - self.window_ns]:
+                        self._drop(self._pending.pop(old))
             entry[kind] = item
             if len(entry) < len(self.KINDS):
                 return None

@@ -288,3 +288,19 @@ def test_deployment_gate_accepts_the_record_and_refuses_a_tampered_one(harness, 
     assert lc2.get_state() == 'unconfigured'
     assert proc.wait_for_output('does not match the verified record', 10.0)
     assert 'make verify' in proc.output()
+
+
+def test_pairing_waits_by_stamp_so_a_locator_frames_behind_still_pairs():
+    """A starved locator answers frame 0 after the planner had frames 1-6 (80 ms apart)."""
+    ms = 1_000_000
+    by_count = PerceptionPairing(depth=4)
+    by_time = PerceptionPairing(depth=32, window_ns=500 * ms)
+    for pairing in (by_count, by_time):
+        for k in range(7):
+            pairing.add('frame', k * 80 * ms, k)
+        pairing.add('objects', 0, 'o0')
+    assert by_count.add('labels', 0, 'l0') is None and by_count.missing >= 1   # dropped
+    assert by_time.add('labels', 0, 'l0') == {'frame': 0, 'objects': 'o0', 'labels': 'l0'}
+    assert by_time.missing == 0
+    by_time.add('frame', 1200 * ms, 12)    # 1-6 are now more than 500 ms older: reported
+    assert by_time.missing == 6 and by_time.pending() == 1
