@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: 2026 edge_loop developers
 # SPDX-License-Identifier: Apache-2.0
-"""The ``edge-loop`` command: up, demo, record, verify, check, regress.
+"""The ``edge-loop`` command: up, demo, record, verify, check, params, regress.
 
 Each subcommand lives in its own module and is imported only when used, so ``edge-loop
 verify`` does not pay for pybullet and ``edge-loop up`` does not import torch.
@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     'record': ('edge_loop.sim.record', 'record a scenario bag from the simulator'),
     'verify': ('edge_loop.verify.run', 'run the kernel verification gates and write a report'),
     'check': ('edge_loop.check.runner', 'the deployment checklist, measured on this host'),
+    'params': ('edge_loop.params_doc', "every node's parameters by tier (user, tuning, internal)"),
     'regress': ('edge_loop.fleet.cli', 'replay many bags (sharded over Ray), merge, compare'),
 }
 

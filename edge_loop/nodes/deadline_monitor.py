@@ -185,28 +185,32 @@ class DeadlineMonitor(StageNode):
 
     PARAMS = (
         Param('control_rate_hz', 15.0, 'Camera / control rate (Hz): one frame per period',
-              min=0.1, max=1000.0),
+              min=0.1, max=1000.0, tier='user'),
         Param('end_to_end_budget_ms', TABLE['end_to_end_budget_ms'],
-              'Budget camera header.stamp -> command out (ms)', min=0.1, max=10000.0),
-        Param('stage_names', TABLE['stage_names'], 'Stages reported on /diagnostics'),
+              'Budget camera header.stamp -> command out (ms)', min=0.1, max=10000.0, tier='user'),
+        Param('stage_names', TABLE['stage_names'], 'Stages reported on /diagnostics',
+              tier='internal'),
         Param('stage_topics', TABLE['stage_topics'],
-              'Output topic of each stage (stamped with its source stamp), same order'),
-        Param('stage_types', TABLE['stage_types'], "Message type of each stage's topic"),
+              'Output topic of each stage (stamped with its source stamp), same order',
+              tier='internal'),
+        Param('stage_types', TABLE['stage_types'], "Message type of each stage's topic",
+              tier='internal'),
         Param('sampled_stages', TABLE['sampled_stages'],
               'Stages at sensor rate (not per camera frame): only the newest output is read at '
-              'each wake-up, for the latency statistics'),
+              'each wake-up, for the latency statistics', tier='internal'),
         Param('stage_budgets_ms', TABLE['stage_budgets_ms'],
               'Budget per stage (ms): source stamp -> output; for the command stage its own '
-              'time after the last upstream output', min=0.0),
+              'time after the last upstream output', min=0.0, tier='user'),
         Param('command_topic', topics.ARM_CMD,
               'Arm command (geometry_msgs/TwistStamped): closes a frame (read only; the '
-              'controller answers a safe stop on it)'),
+              'controller answers a safe stop on it)', tier='internal'),
         Param('gripper_command_topic', topics.GRIPPER_CMD,
               'Gripper command (sensor_msgs/JointState): the last opening and force are read '
-              'for the hold a safe stop asks for'),
-        Param('camera_info_topic', topics.CAMERA_INFO, 'Frame clock: one stamp per frame'),
+              'for the hold a safe stop asks for', tier='internal'),
+        Param('camera_info_topic', topics.CAMERA_INFO, 'Frame clock: one stamp per frame',
+              tier='internal'),
         Param('joint_states_topic', topics.JOINT_STATES,
-              'Gripper joint states: stall watch and the opening to hold'),
+              'Gripper joint states: stall watch and the opening to hold', tier='internal'),
         Param('misses_to_deactivate', 3, 'N consecutive misses -> deactivate the controller',
               min=1, max=1_000_000),
         Param('healthy_periods_to_ok', 15, 'M healthy periods -> report OK again',
@@ -227,7 +231,8 @@ class DeadlineMonitor(StageNode):
               '(10 ms: >= 133 Hz), else windows can stay empty and it look stalled (a slower '
               'gripper is reported as an error)',
               min=0.1, max=1000.0),
-        Param('controller_node', 'pick_controller', 'Lifecycle node deactivated after N misses'),
+        Param('controller_node', 'pick_controller', 'Lifecycle node deactivated after N misses',
+              tier='internal'),
         Param('transition_timeout_s', 2.0, 'Timeout of a controller lifecycle transition',
               min=0.1, max=60.0),
         Param('startup_grace_s', 5.0,
@@ -236,8 +241,10 @@ class DeadlineMonitor(StageNode):
         Param('arm_after_on_time', 15,
               'Consecutive on-time commands that end the startup grace early (one on-time '
               'command amid a start-up backlog is not a warm pipeline)', min=1, max=1000),
-        Param('window', 300, 'Samples in each latency window (p50/p99)', min=10, max=100_000),
-        Param('diagnostics_period_s', 1.0, 'Period of /diagnostics (s)', min=0.05, max=60.0),
+        Param('window', 300, 'Samples in each latency window (p50/p99)', min=10, max=100_000,
+              tier='internal'),
+        Param('diagnostics_period_s', 1.0, 'Period of /diagnostics (s)', min=0.05, max=60.0,
+              tier='internal'),
         Param('rt_priority', 10,
               'SCHED_FIFO priority of the deadline thread (0: do not ask for real time)',
               min=0, max=99),
@@ -245,7 +252,7 @@ class DeadlineMonitor(StageNode):
               'Simulated time: before a /clock tick expires a frame without a command, wait '
               'this long (wall) for a command published before that tick (a lock-step '
               'simulator answered it, but the two topics reached us in the other order)',
-              min=0.0, max=1000.0),
+              min=0.0, max=1000.0, tier='internal'),
         Param('hold_force_n', 5.0,
               'Gripper hold force a safe stop asks for when no gripper command was seen yet '
               '(N)', min=0.0),

@@ -89,7 +89,7 @@ class GraspStateNode(StageNode):
         Param('force_off', _DEF.force_off, 'Pad force (N) below which a contact ends',
               min=0.0, max=1000.0),
         Param('force_bias', list(_DEF.force_bias), 'Per-finger force offset to remove (N)',
-              length=2),
+              length=2, tier='user'),
         Param('moving_velocity', _DEF.moving_velocity,
               'Closing speed (m/s, both fingers) that counts as closing', min=0.0, max=1.0),
         Param('closed_opening', _DEF.closed_opening,

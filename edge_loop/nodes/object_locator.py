@@ -53,9 +53,10 @@ from edge_loop.nodes.vision_common import (
 )
 
 
-def _pair(name: str, default: list[float], what: str) -> Param:
+def _pair(name: str, default: list[float], what: str, **kwargs: Any) -> Param:
     return Param(name, default, what, length=2,
-                 check=lambda v: None if v[0] < v[1] else 'needs [min, max] with min < max')
+                 check=lambda v: None if v[0] < v[1] else 'needs [min, max] with min < max',
+                 **kwargs)
 
 
 # The locator's segmentation settings.
@@ -70,8 +71,8 @@ LOCATOR_PARAMS = (
           min=1, max=100000),
     Param('split_pixels', 30, 'Smallest colour piece that is a region of its own (640x480; '
           'regions of one colour join again)', min=1, max=100000),
-    _pair('roi_x', [-0.194, 0.194], 'Tray interior along world x [min, max] (m)'),
-    _pair('roi_y', [-0.144, 0.144], 'Tray interior along world y [min, max] (m)'),
+    _pair('roi_x', [-0.194, 0.194], 'Tray interior along world x [min, max] (m)', tier='user'),
+    _pair('roi_y', [-0.144, 0.144], 'Tray interior along world y [min, max] (m)', tier='user'),
 )
 
 

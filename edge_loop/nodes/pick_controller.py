@@ -70,24 +70,26 @@ def yaw_of(q: Any) -> float:
     return math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
 
 
-def _vec(name: str, default: tuple[float, ...], what: str) -> Param:
-    return Param(name, list(default), what, length=len(default))
+def _vec(name: str, default: tuple[float, ...], what: str, **kwargs: Any) -> Param:
+    return Param(name, list(default), what, length=len(default), **kwargs)
 
 
 class PickControllerNode(StageNode):
     """Lifecycle stage: the pick state machine between perception and the robot."""
 
     PARAMS = (
-        _vec('home', _DEF.home, 'Parked TCP position outside the camera view (m, world)'),
+        _vec('home', _DEF.home, 'Parked TCP position outside the camera view (m, world)',
+             tier='user'),
         Param('home_yaw', _DEF.home_yaw, 'Parked yaw (rad)', min=-math.pi, max=math.pi),
-        _vec('drop', _DEF.drop, 'TCP position over the bin where the object is released (m)'),
+        _vec('drop', _DEF.drop, 'TCP position over the bin where the object is released (m)',
+             tier='user'),
         Param('pregrasp_height', _DEF.pregrasp_height, 'Pre-grasp above the grasp (m)',
               min=0.02, max=0.5),
         Param('transit_height', _DEF.transit_height, 'Travel height (m)', min=0.05, max=1.0),
         Param('lift_height', _DEF.lift_height, 'Lift to this TCP height (m)', min=0.05,
               max=1.0),
         Param('min_tcp_z', _DEF.min_tcp_z, 'Lowest closing height of the TCP (m)', min=0.0,
-              max=0.5),
+              max=0.5, tier='user'),
         Param('kp_linear', _DEF.kp_linear, 'Position gain (1/s)', min=0.1, max=50.0),
         Param('kp_yaw', _DEF.kp_yaw, 'Yaw gain (1/s)', min=0.1, max=50.0),
         Param('max_speed', _DEF.max_speed, 'TCP speed limit (m/s)', min=0.01, max=2.0),
@@ -96,8 +98,9 @@ class PickControllerNode(StageNode):
         Param('max_yaw_rate', _DEF.max_yaw_rate, 'Yaw rate limit (rad/s)', min=0.05, max=10.0),
         Param('position_tolerance', _DEF.position_tolerance, 'Arrived within (m)', min=0.0005,
               max=0.05),
-        Param('grip_force', _DEF.grip_force, 'Max grip force (N)', min=0.0, max=200.0),
-        Param('max_opening', _DEF.max_opening, 'Gripper opening limit (m)', min=0.01, max=0.3),
+        Param('grip_force', _DEF.grip_force, 'Max grip force (N)', min=0.0, max=200.0, tier='user'),
+        Param('max_opening', _DEF.max_opening, 'Gripper opening limit (m)', min=0.01, max=0.3,
+              tier='user'),
         Param('opening_margin', _DEF.opening_margin, 'Added to the planned opening (m)',
               min=-0.02, max=0.05),
         Param('close_timeout_s', _DEF.close_timeout_s, 'Give up closing after (s)', min=0.1,

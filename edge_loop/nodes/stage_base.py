@@ -62,6 +62,10 @@ class Param:
     choices: Sequence[Any] | None = None
     length: int | None = None   # exact length of an array parameter
     check: Callable[[Any], str | None] | None = field(default=None, compare=False)
+    # Who sets it: 'user' (must be set for a robot: extrinsics, workspace, hand, budgets),
+    # 'tuning' (works as shipped; change with a measurement) or 'internal' (wiring, tests,
+    # debugging). `edge-loop params` lists them by tier (docs/parameters.md).
+    tier: str = 'tuning'
 
     def ptype(self) -> Any:
         """The declared type (inferred from the default when not given)."""
@@ -155,15 +159,17 @@ def _cpu_list_error(text: str) -> str | None:
 # Parameters every node in the loop shares (from the '/**' section of config/pick.yaml).
 COMMON_PARAMS = (
     Param('camera_position', [0.0, 0.0, 0.75],
-          'Position [x, y, z] of camera_color_optical_frame in world (m)', length=3),
+          'Position [x, y, z] of camera_color_optical_frame in world (m)', length=3,
+          tier='user'),
     Param('camera_orientation', [1.0, 0.0, 0.0, 0.0],
           'Orientation [qx, qy, qz, qw] of camera_color_optical_frame in world', length=4,
-          check=lambda q: None if sum(x * x for x in q) > 1e-6 else 'quaternion has zero norm'),
+          check=lambda q: None if sum(x * x for x in q) > 1e-6 else 'quaternion has zero norm',
+          tier='user'),
     Param('world_frame', 'world', 'Frame id of the workspace frame (z up)',
           check=lambda s: 'must not start with /' if s.startswith('/') or not s else None),
     Param('extrinsics_source', 'params', 'Where the stages that use the camera pose read it: '
           'params (camera_position/camera_orientation) or tf (world_frame -> camera_frame, '
-          'looked up at configure; needs tf2_ros)', choices=('params', 'tf')),
+          'looked up at configure; needs tf2_ros)', choices=('params', 'tf'), tier='user'),
     Param('camera_frame', 'camera_color_optical_frame', 'TF frame of the colour optical '
           'frame (extrinsics_source tf)',
           check=lambda s: 'must not start with /' if s.startswith('/') or not s else None),
@@ -171,9 +177,10 @@ COMMON_PARAMS = (
           min=0.0, max=120.0),
     Param('transport', 'shm', 'Frame transport: shm (iceoryx2 loans) or ros (Image topics)',
           choices=('shm', 'ros')),
-    Param('frame_channel', 'edge_loop/rgbd', 'iceoryx2 service name of the RGB-D frames'),
+    Param('frame_channel', 'edge_loop/rgbd', 'iceoryx2 service name of the RGB-D frames',
+          tier='internal'),
     Param('debug_delay_ms', 0.0, 'Test only: extra processing delay per frame (fault injection)',
-          min=0.0, max=10000.0),
+          min=0.0, max=10000.0, tier='internal'),
     Param('nice', 0, 'CPU priority of this process (Linux nice, -20..19; below 0 needs '
           'CAP_SYS_NICE), for a host shared with other work (make bench-replay compares)',
           min=-20, max=19),
@@ -181,7 +188,8 @@ COMMON_PARAMS = (
           "'0,2', '1-3'; '' leaves it to the OS): a frame consumer on a core of its own wakes "
           'sooner (docs/transport.md)', check=_cpu_list_error),
     Param('copy_audit', False, 'Debug: check per frame that the arrays handed to the kernel '
-          'are views on the received frame (shared memory), and report copies per frame'),
+          'are views on the received frame (shared memory), and report copies per frame',
+          tier='internal'),
 )
 
 
