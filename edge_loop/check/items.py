@@ -24,7 +24,7 @@ class Status(enum.Enum):
 
 # The checklist, in page order: number -> title.
 TITLES = {
-    1: 'latency budget (replay)',
+    1: 'latency budget',   # of the replay or the live camera (the page header says which)
     2: 'deadline monitor armed',
     3: 'copies per frame',
     4: 'verified kernels and models',
