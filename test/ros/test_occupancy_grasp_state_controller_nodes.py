@@ -410,6 +410,7 @@ def test_pick_controller_carries_out_a_safe_stop_while_a_step_is_slow(harness, n
     assert (answer.twist.linear.x, answer.twist.linear.y, answer.twist.linear.z,
             answer.twist.angular.z) == (0.0, 0.0, 0.0, 0.0)
     # Held up by the step it would come >= 0.9 s after the stop; allow a loaded machine 0.6 s.
+    print(f'safe stop carried out {(received_ns - sent_ns) / 1e6:.1f} ms after it was sent')
     assert received_ns - sent_ns < 0.6e9, (received_ns - sent_ns) / 1e6
     harness.wait_until(lambda: any(_ns(m.header.stamp) == stopped for m in list(gripper)), 5.0,
                        'the hold')
