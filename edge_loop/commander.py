@@ -5,10 +5,11 @@
 :class:`LoopCommander` does what a script driving the loop needs, in a few calls: bring the
 graph up and wait until the lifecycle manager has it active, start a pick on a new scene
 (simulator), wait for its result, bring the loop back after a safety intervention the
-documented way, wait for a bag to end, and shut down. :class:`LoopObserver` (one rclpy node in
-this process) reads the results: per-stage latency against each frame, safe stops, deadline
-misses, copies per frame, example frames and the tactile trace. ``edge-loop demo``
-(:mod:`edge_loop.demo`) is a thin client of it plus the report::
+documented way, stop and start picking, wait for a bag to end, and shut down.
+:class:`LoopObserver` (one rclpy node in this process) reads the results: per-stage latency
+against each frame, safe stops, deadline misses, copies per frame, example frames and the
+tactile trace. ``edge-loop demo`` (:mod:`edge_loop.demo`) is a thin client of it plus the
+report::
 
     with LoopCommander(bringup.graph('sim'), bringup.default_params_file()) as loop:
         loop.bring_up()
@@ -466,6 +467,18 @@ class LoopCommander:
     def recover(self, fault: str) -> str:
         """Bring the loop back after ``fault``; say how (see :func:`_recover`)."""
         return _recover(self.harness, self._observer(), fault)
+
+    def stop_picks(self, timeout_s: float = 30.0) -> None:
+        """Take the controller down (it sends one zero twist first; the robot holds still).
+
+        The deadline monitor then sees frames without commands: it stops them and reports
+        ERROR, as for any controller gone quiet; :meth:`start_picks` brings it back.
+        """
+        self.harness.lifecycle('pick_controller').transition('deactivate', timeout=timeout_s)
+
+    def start_picks(self) -> str:
+        """Bring a stopped controller back the documented way (see :meth:`recover`)."""
+        return self.recover('picks stopped by the commander')
 
     # --- bag replay -----------------------------------------------------------------------
     def wait_bag_done(self, timeout_s: float = 3600.0) -> None:
