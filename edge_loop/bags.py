@@ -247,14 +247,20 @@ def cdr_with_stamp(data: bytes | bytearray, stamp_ns: int) -> bytes:
 CAMERA_SUFFIXES = {'color': 'color/image_raw', 'depth': 'aligned_depth_to_color/image_raw',
                    'info': 'color/camera_info'}
 COMPRESSED_TYPE = 'sensor_msgs/msg/CompressedImage'
+# image_transport's topic names for the compressed colour and depth images
+COMPRESSED_SUFFIXES = {'color': '/compressed', 'depth': '/compressedDepth'}
 
 
 def find_camera_topics(bag_topics: dict[str, str]) -> dict[str, str]:
     """Role ('color', 'depth', 'info') -> the bag's topic, under any one namespace.
 
-    Empty when the bag has no complete raw set. A bag recorded with ``ros2 bag record`` on a
+    Empty when the bag has no complete set. A bag recorded with ``ros2 bag record`` on a
     RealSense robot keeps the driver's names; the caller republishes them under the
-    contract's names. Raises BagError when the images are there only compressed.
+    contract's names. Raw images are preferred; without them, image_transport's compressed
+    pair (``.../color/image_raw/compressed`` and
+    ``.../aligned_depth_to_color/image_raw/compressedDepth``, CompressedImage) is returned,
+    to be decoded at replay (:func:`edge_loop.images.decode_compressed`). Raises BagError
+    when images are there only compressed but not as such a pair.
     """
     for topic in sorted(bag_topics):
         if not topic.endswith('/' + CAMERA_SUFFIXES['info']):
@@ -263,14 +269,22 @@ def find_camera_topics(bag_topics: dict[str, str]) -> dict[str, str]:
         found = {role: prefix + suffix for role, suffix in CAMERA_SUFFIXES.items()}
         if all(bag_topics.get(t) not in (None, COMPRESSED_TYPE) for t in found.values()):
             return found
+        packed = {**found, 'color': found['color'] + COMPRESSED_SUFFIXES['color'],
+                  'depth': found['depth'] + COMPRESSED_SUFFIXES['depth']}
+        if (bag_topics.get(packed['info']) not in (None, COMPRESSED_TYPE)
+                and bag_topics.get(packed['color']) == COMPRESSED_TYPE
+                and bag_topics.get(packed['depth']) == COMPRESSED_TYPE):
+            return packed
     compressed = sorted(t for t, msgtype in bag_topics.items() if msgtype == COMPRESSED_TYPE)
     if compressed:
         raise BagError(
-            f'the camera images are recorded compressed only ({", ".join(compressed)}); '
-            'the loop needs raw sensor_msgs/Image colour and aligned 16UC1/32FC1 depth: '
-            'record the raw topics (ros2 bag record .../color/image_raw '
-            '.../aligned_depth_to_color/image_raw .../color/camera_info) or convert the bag '
-            'with image_transport republish first')
+            f'the camera images are recorded compressed only ({", ".join(compressed)}), not '
+            'as a pair the loop can decode: it needs raw sensor_msgs/Image colour and aligned '
+            '16UC1/32FC1 depth, or .../color/image_raw/compressed with '
+            '.../aligned_depth_to_color/image_raw/compressedDepth, next to '
+            '.../color/camera_info: record the raw topics (ros2 bag record '
+            '.../color/image_raw .../aligned_depth_to_color/image_raw .../color/camera_info) '
+            'or that compressed pair')
     return {}
 
 

@@ -107,15 +107,21 @@ def test_camera_topics_found_under_a_realsense_namespace():
                                '/camera/color/camera_info': info}) == {}
 
 
-def test_compressed_only_camera_is_a_clear_error():
+def test_compressed_camera_pair_is_found_and_other_compressed_sets_are_a_clear_error():
     from edge_loop.bags import find_camera_topics
 
     compressed = {'/camera/camera/color/image_raw/compressed': 'sensor_msgs/msg/CompressedImage',
                   '/camera/camera/aligned_depth_to_color/image_raw/compressedDepth':
                       'sensor_msgs/msg/CompressedImage',
                   '/camera/camera/color/camera_info': 'sensor_msgs/msg/CameraInfo'}
+    # image_transport's pair: decoded at replay (test/ros/test_compressed_images.py)
+    assert find_camera_topics(compressed) == {
+        'color': '/camera/camera/color/image_raw/compressed',
+        'depth': '/camera/camera/aligned_depth_to_color/image_raw/compressedDepth',
+        'info': '/camera/camera/color/camera_info'}
+    no_depth = {k: v for k, v in compressed.items() if 'compressedDepth' not in k}
     with pytest.raises(BagError, match='compressed only.*record the raw topics'):
-        find_camera_topics(compressed)
+        find_camera_topics(no_depth)
 
 
 def test_transient_local_topics_from_the_offered_qos():

@@ -29,7 +29,9 @@
   (realsense-ros 4.x records /camera/camera/color/image_raw, ...) and replayed under the
   contract's names (remap those with camera_ns as for a live camera); topics recorded as
   transient local (the metadata's offered QoS, e.g. /tf_static) are replayed latched; images
-  recorded only compressed fail ``configure`` with what to record instead.
+  recorded only compressed (image_transport's ``compressed`` colour and ``compressedDepth``
+  depth) are decoded with OpenCV into the shared-memory frames (``transport: shm`` only);
+  other compressed-only bags fail ``configure`` with what to record instead.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from std_srvs.srv import Trigger
 
 from edge_loop import topics
 from edge_loop.bags import (
+    COMPRESSED_TYPE,
     BagError,
     BagMessage,
     BagReader,
@@ -58,7 +61,7 @@ from edge_loop.bags import (
     message_class,
     transient_local_topics,
 )
-from edge_loop.images import ImageFormatError, image_to_array
+from edge_loop.images import ImageFormatError, decode_compressed, image_to_array
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 from edge_loop.transport import FrameWriter
 
@@ -157,6 +160,10 @@ class BagPlayer(StageNode):
             if self._writer.transport != 'shm':   # fell back: replay the recorded messages
                 self._writer.close()
                 self._writer = None
+        if camera and bag_topics[camera['color']] == COMPRESSED_TYPE and self._writer is None:
+            raise ConfigError(f"parameter 'bag' = {self.params['bag']!r}: its images are "
+                              'compressed; they are decoded into shared-memory frames, which '
+                              "need transport 'shm' (and shared memory on this host)")
         for topic, msgtype in bag_topics.items():
             if topic in self.params['skip_topics']:
                 continue
@@ -468,13 +475,14 @@ class BagPlayer(StageNode):
         stamp = self._stamp(info, restamp, stamp_map)
         color, depth = parts[topics.COLOR], parts[topics.DEPTH]
         try:
-            color_arr, depth_arr = image_to_array(color), image_to_array(depth)
+            color_arr, color_encoding = _image_of(color)
+            depth_arr, depth_encoding = _image_of(depth)
         except ImageFormatError as exc:
             self.get_logger().warning(f'frame {original}: {exc}; skipped',
                                       throttle_duration_sec=5.0)
             return None
-        with self._writer.loan(color_arr.shape, color.encoding, depth_arr.shape,
-                               depth.encoding) as loan:
+        with self._writer.loan(color_arr.shape, color_encoding, depth_arr.shape,
+                               depth_encoding) as loan:
             loan.color[...] = color_arr
             loan.depth[...] = depth_arr
             loan.publish(info.header.stamp, info.header.frame_id, info)
@@ -497,6 +505,13 @@ class BagPlayer(StageNode):
                     break
                 self._answered.wait(left)
             self._answers.pop(stamp, None)
+
+
+def _image_of(msg: Any) -> tuple[Any, str]:
+    """(array, encoding) of a recorded Image (a view) or CompressedImage (decoded)."""
+    if hasattr(msg, 'encoding'):
+        return image_to_array(msg), msg.encoding
+    return decode_compressed(msg.format, msg.data)
 
 
 def main(args: list[str] | None = None) -> int:
