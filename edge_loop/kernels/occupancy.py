@@ -140,6 +140,16 @@ def integrate_reference(logodds: np.ndarray, depth_m: np.ndarray, intr: Intrinsi
     Plain per-pixel loop: deproject, rotate and translate to world, patch area, bin.
     """
     _check(logodds, depth_m, intr, spec)
+    return _update(logodds, *cell_areas_reference(depth_m, intr, ext, spec, params), params)
+
+
+def cell_areas_reference(depth_m: np.ndarray, intr: Intrinsics, ext: Extrinsics,
+                         spec: GridSpec = DEFAULT_GRID, params: OccupancyParams = DEFAULT_PARAMS
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """(total, high): float64 observed horizontal surface per cell and its part up high.
+
+    The per-pixel loop of :func:`integrate_reference` without the log-odds update.
+    """
     total = np.zeros(spec.shape, dtype=np.float64)
     high = np.zeros(spec.shape, dtype=np.float64)
     r = ext.rotation
@@ -195,7 +205,7 @@ def integrate_reference(logodds: np.ndarray, depth_m: np.ndarray, intr: Intrinsi
             total[j, i] += area
             if p[2] > params.occupied_height:
                 high[j, i] += area
-    return _update(logodds, total, high, params)
+    return total, high
 
 
 def world_rays(intr: Intrinsics, ext: Extrinsics, spec: GridSpec, stride: int
@@ -259,6 +269,14 @@ def integrate(logodds: np.ndarray, depth_m: np.ndarray, intr: Intrinsics, ext: E
     ``depth_m`` may be float metres (NaN/<=0 = no data) or uint16 millimetres (0 = no data).
     """
     _check(logodds, depth_m, intr, spec)
+    return _update(logodds, *cell_areas(depth_m, intr, ext, spec, params), params)
+
+
+def cell_areas(depth_m: np.ndarray, intr: Intrinsics, ext: Extrinsics,
+               spec: GridSpec = DEFAULT_GRID, params: OccupancyParams = DEFAULT_PARAMS
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Deployed :func:`cell_areas_reference`: (total, high) float64 per cell."""
+    _check(np.zeros(spec.shape, np.float32), depth_m, intr, spec)
     rays = _rays(intr, ext, spec, params.pixel_stride)
     s = params.pixel_stride
     d = depth_m[::s, ::s] if s > 1 else depth_m
@@ -302,7 +320,35 @@ def integrate(logodds: np.ndarray, depth_m: np.ndarray, intr: Intrinsics, ext: E
     total = np.bincount(flat, weights=area, minlength=n).reshape(spec.shape)
     area *= hz[keep] > params.occupied_height   # zero weight below: the same sums
     high_area = np.bincount(flat, weights=area, minlength=n).reshape(spec.shape)
-    return _update(logodds, total, high_area, params)
+    return total, high_area
+
+
+View = tuple[np.ndarray, Intrinsics, Extrinsics]   # (depth, intrinsics, extrinsics)
+
+
+def integrate_views(logodds: np.ndarray, views: list[View], spec: GridSpec = DEFAULT_GRID,
+                    params: OccupancyParams = DEFAULT_PARAMS, reference: bool = False
+                    ) -> np.ndarray:
+    """Fuse the depth images of several cameras taken at one time into ``logodds``.
+
+    Each view is ``(depth, intrinsics, extrinsics)`` (a fixed second camera, the arm's wrist
+    camera at its current pose). Their per-cell areas add up before the one log-odds update,
+    so a cell seen by any view gets its evidence once per frame (seen as floor by one camera
+    and as the top of an object by the other, the larger area decides, as within one view)
+    and a cell no view sees relaxes towards unknown once. With one view this is
+    :func:`integrate` (``reference``: :func:`integrate_reference`).
+    """
+    if not views:
+        raise ValueError('integrate_views needs at least one (depth, intrinsics, extrinsics)')
+    areas = cell_areas_reference if reference else cell_areas
+    total = np.zeros(spec.shape, np.float64)
+    high = np.zeros(spec.shape, np.float64)
+    for depth, intr, ext in views:
+        _check(logodds, depth, intr, spec)
+        t, h = areas(depth, intr, ext, spec, params)
+        total += t
+        high += h
+    return _update(logodds, total, high, params)
 
 
 def to_occupancy_grid(logodds: np.ndarray, params: OccupancyParams = DEFAULT_PARAMS,
@@ -324,12 +370,58 @@ def to_occupancy_grid(logodds: np.ndarray, params: OccupancyParams = DEFAULT_PAR
     return out
 
 
-def occupancy_iou(grid: np.ndarray, truth: np.ndarray) -> float:
-    """IoU of the occupied cells (unknown counts as not occupied); 1.0 when both are empty."""
+def occupancy_iou(grid: np.ndarray, truth: np.ndarray, where: np.ndarray | None = None
+                  ) -> float:
+    """IoU of the occupied cells (unknown counts as not occupied); 1.0 when both are empty.
+
+    ``where`` (bool, the grid's shape): only these cells count, e.g. the cells some camera
+    sees (:func:`visible_cells`) inside the tray.
+    """
     a = grid == OCC_OCCUPIED
     b = truth == OCC_OCCUPIED
+    if where is not None:
+        a, b = a & where, b & where
     union = int(np.count_nonzero(a | b))
     return 1.0 if union == 0 else int(np.count_nonzero(a & b)) / union
+
+
+def visible_cells(top: np.ndarray, intr: Intrinsics, ext: Extrinsics,
+                  spec: GridSpec = DEFAULT_GRID, step_cells: float = 0.5,
+                  clearance: float = 0.002) -> np.ndarray:
+    """(rows, cols) bool: the camera sees the surface at each cell's centre.
+
+    ``top``: (rows, cols) height in m of the surface at every cell centre (0: the table; the
+    simulator's or a box scene's truth). A cell is seen when the point (x, y, top) at its
+    centre projects into the image in front of the camera and the segment from the camera
+    centre to it stays above the surface (more than ``clearance``) at every sample, one each
+    ``step_cells`` of horizontal travel, outside the cell itself: ray-cast over the height map.
+    Outside the grid the surface is the table. The cells a grid can know anything about; what
+    lies behind an object from the camera's point of view is not among them.
+    """
+    if top.shape != spec.shape:
+        raise ValueError(f'top {top.shape} does not match the grid {spec.shape}')
+    xs, ys = spec.cell_centers()
+    target = np.stack([xs, ys, top.astype(np.float64)], -1).reshape(-1, 3)
+    cam = (target - ext.translation) @ ext.rotation
+    with np.errstate(divide='ignore', invalid='ignore'):
+        u = intr.fx * cam[:, 0] / cam[:, 2] + intr.cx
+        v = intr.fy * cam[:, 1] / cam[:, 2] + intr.cy
+    seen = (cam[:, 2] > 0) & (u >= 0) & (u < intr.width) & (v >= 0) & (v < intr.height)
+    o = ext.translation.astype(np.float64)
+    d = target - o
+    span = np.hypot(d[:, 0], d[:, 1]) / spec.resolution
+    n = int(np.ceil(span.max() / step_cells)) + 1 if span.size else 1
+    own = np.arange(target.shape[0])
+    flat_top = top.reshape(-1).astype(np.float64)
+    for t in np.linspace(0.0, 1.0, n + 1)[1:-1]:
+        p = o + t * d
+        i = np.floor((p[:, 0] - spec.origin_x) / spec.resolution).astype(np.int64)
+        j = np.floor((p[:, 1] - spec.origin_y) / spec.resolution).astype(np.int64)
+        inside = (i >= 0) & (i < spec.width) & (j >= 0) & (j < spec.height)
+        cell = np.where(inside, j * spec.width + i, 0)
+        ground = np.where(inside, flat_top[cell], 0.0)
+        seen &= ~((p[:, 2] < ground - clearance) & (~inside | (cell != own)))
+    return seen.reshape(spec.shape)
 
 
 class OccupancyMapper:
@@ -349,5 +441,11 @@ class OccupancyMapper:
     def update(self, depth: np.ndarray, intr: Intrinsics, ext: Extrinsics) -> np.ndarray:
         """Fuse one depth image (uint16 mm or float m) and return the int8 grid."""
         self.logodds = integrate(self.logodds, depth, intr, ext, self.spec, self.params)
+        self.grid = to_occupancy_grid(self.logodds, self.params, self.grid)
+        return self.grid
+
+    def update_views(self, views: list[View]) -> np.ndarray:
+        """Fuse one time's depth images of several cameras (:func:`integrate_views`)."""
+        self.logodds = integrate_views(self.logodds, views, self.spec, self.params)
         self.grid = to_occupancy_grid(self.logodds, self.params, self.grid)
         return self.grid
