@@ -78,13 +78,13 @@ class SimRobot(StageNode):
         Param('seed', 0, 'Scene seed (reset_scene moves on to seed + 1, + 2, ...)', min=0,
               max=2**31 - 1),
         Param('n_objects', 0, 'Objects in the scene (1-5); 0 = drawn from the seed',
-              min=0, max=5),
+              min=0, max=5, at_runtime='later'),   # the scene parameters: read at reset
         Param('objects', '', "Explicit objects, comma-separated ('cube', 'cylinder', '812'); "
-              "'' = drawn from the seed and split"),
+              "'' = drawn from the seed and split", at_runtime='later'),
         Param('split', 'heldout', 'Object set: train (000-799) or heldout (800-999)',
-              choices=('train', 'heldout')),
+              choices=('train', 'heldout'), at_runtime='later'),
         Param('lighting', 'nominal', 'Lighting condition, or cycle to go through all of them',
-              choices=(*CONDITION_NAMES, 'cycle')),
+              choices=(*CONDITION_NAMES, 'cycle'), at_runtime='later'),
         Param('cycle_frames', 30, 'Frames per condition in lighting cycle mode', min=1,
               max=100000),
         Param('lockstep', False, 'After each frame wait for the arm command stamped with it'),

@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import rclpy
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
+from rcl_interfaces.msg import (
+    FloatingPointRange,
+    IntegerRange,
+    ParameterDescriptor,
+    ParameterType,
+    SetParametersResult,
+)
 from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
@@ -66,6 +72,10 @@ class Param:
     # 'tuning' (works as shipped; change with a measurement) or 'internal' (wiring, tests,
     # debugging). `edge-loop params` lists them by tier (docs/parameters.md).
     tier: str = 'tuning'
+    # What a change through set_parameters does while the node is configured: 'configure'
+    # (refused with the reason: the node reads it at configure), 'live' (validated and in
+    # effect at once) or 'later' (accepted; the node reads it again at a point its docs name).
+    at_runtime: str = 'configure'
 
     def ptype(self) -> Any:
         """The declared type (inferred from the default when not given)."""
@@ -180,7 +190,7 @@ COMMON_PARAMS = (
     Param('frame_channel', 'edge_loop/rgbd', 'iceoryx2 service name of the RGB-D frames',
           tier='internal'),
     Param('debug_delay_ms', 0.0, 'Test only: extra processing delay per frame (fault injection)',
-          min=0.0, max=10000.0, tier='internal'),
+          min=0.0, max=10000.0, at_runtime='live', tier='internal'),
     Param('nice', 0, 'CPU priority of this process (Linux nice, -20..19; below 0 needs '
           'CAP_SYS_NICE), for a host shared with other work (make bench-replay compares)',
           min=-20, max=19),
@@ -205,6 +215,7 @@ class StageNode(LifecycleNode):
 
     def __init__(self, node_name: str, **kwargs: Any) -> None:
         self.params: dict[str, Any] = {}
+        self._configured = False
         self._declare_errors: list[str] = []
         self.frame_reader: Any = None
         self._summary_timer: Any = None
@@ -225,13 +236,40 @@ class StageNode(LifecycleNode):
                 self._declare_errors.append(self._describe_bad_override(spec, exc))
                 self.declare_parameter(spec.name, spec.default, spec.descriptor(),
                                        ignore_override=True)
-        # debug_delay_ms takes effect while active too (edge-loop check slows a running stage).
+        # A change at runtime is validated like the parameter files, and refused with its reason
+        # while configured unless the parameter says it can change then (Param.at_runtime):
+        # never accepted and silently ignored. debug_delay_ms is live (edge-loop check slows a
+        # running stage).
+        self._specs = {spec.name: spec for spec in self.all_params()}
+        self.add_on_set_parameters_callback(self._check_params_set)
         self.add_post_set_parameters_callback(self._on_params_set)
+
+    @property
+    def configured(self) -> bool:
+        """True from a successful configure until cleanup, shutdown or error."""
+        return self._configured
+
+    def _check_params_set(self, params: list[Any]) -> SetParametersResult:
+        for p in params:
+            spec = self._specs.get(p.name)
+            if spec is None:
+                continue
+            try:
+                spec.validate(p.value)
+            except ConfigError as exc:
+                return SetParametersResult(successful=False, reason=str(exc))
+            if self.configured and spec.at_runtime == 'configure':
+                return SetParametersResult(successful=False, reason=(
+                    f"'{p.name}' is read at configure: deactivate and clean up "
+                    f'{self.get_fully_qualified_name()}, set it, then configure again (or '
+                    'set it in the params file)'))
+        return SetParametersResult(successful=True)
 
     def _on_params_set(self, params: list[Any]) -> None:
         for p in params:
-            if p.name == 'debug_delay_ms' and 'debug_delay_ms' in self.params:
-                self.params['debug_delay_ms'] = float(p.value)
+            spec = self._specs.get(p.name)
+            if spec is not None and spec.at_runtime == 'live' and self.configured:
+                self.params[p.name] = spec.validate(p.value)
 
     def _describe_bad_override(self, spec: Param, exc: Exception) -> str:
         override = getattr(self, '_parameter_overrides', {}).get(spec.name)
@@ -348,7 +386,8 @@ class StageNode(LifecycleNode):
                 self.get_logger().info(f'process pinned to CPUs {format_cpu_list(cpus)}')
             self.configure_stage()
         result = self._guarded('configure', configure)
-        if result == TransitionCallbackReturn.SUCCESS:
+        self._configured = result == TransitionCallbackReturn.SUCCESS
+        if self._configured:
             self.get_logger().info('configured')
         return result
 
@@ -378,15 +417,18 @@ class StageNode(LifecycleNode):
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._configured = False
         self._safe_release()
         self.get_logger().info('cleaned up')
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._configured = False
         self._safe_release()
         return TransitionCallbackReturn.SUCCESS
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._configured = False
         self._safe_release()
         return TransitionCallbackReturn.SUCCESS
 
