@@ -105,3 +105,20 @@ def test_iou_where_counts_only_those_cells():
     truth = np.array([[100, 0, 0, 100]], np.int8)
     assert occ.occupancy_iou(grid, truth) == pytest.approx(1 / 3)
     assert occ.occupancy_iou(grid, truth, np.array([[True, False, True, False]])) == 1.0
+
+
+def test_torch_twin_merges_views_like_numpy():
+    torch = pytest.importorskip('torch')
+    from edge_loop.kernels.gpu import occupancy as gocc
+
+    frames = list(zip(_frames(TALL, FROM_FRONT, n=3), _frames(TALL, FROM_BACK, n=3, seed=6)))
+    ref = occ.OccupancyMapper()
+    dev = gocc.TorchOccupancyMapper(device=torch.device('cpu'))
+    for da, db in frames:
+        views = [(da, D435_VGA, FROM_FRONT), (db, D435_VGA, FROM_BACK)]
+        g_ref = ref.update_views(views)
+        g_dev = dev.update_views(views)
+    assert np.abs(dev.logodds - ref.logodds).max() < 1e-4
+    assert (g_dev != g_ref).mean() < 0.005
+    with pytest.raises(ValueError):
+        gocc.integrate_views_torch(torch.zeros(occ.DEFAULT_GRID.shape), [])

@@ -175,6 +175,23 @@ def integrate_torch(logodds: torch.Tensor, depth: torch.Tensor, intr: Intrinsics
     return update_logodds(logodds, total, high, params)
 
 
+def integrate_views_torch(logodds: torch.Tensor,
+                          views: list[tuple[torch.Tensor, Intrinsics, Extrinsics]],
+                          spec: GridSpec = DEFAULT_GRID, params: OccupancyParams = DEFAULT_PARAMS,
+                          dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``occupancy.integrate_views`` in torch: the views' cell areas summed, one update."""
+    if not views:
+        raise ValueError('integrate_views_torch needs at least one (depth, intrinsics, extrinsics)')
+    if tuple(logodds.shape) != spec.shape:
+        raise ValueError(f'log-odds shape {tuple(logodds.shape)} does not match the grid '
+                         f'{spec.shape}')
+    total = high = None
+    for depth, intr, ext in views:
+        t, h = cell_areas(depth, intr, ext, spec, params, dtype)
+        total, high = (t, h) if total is None else (total + t, high + h)
+    return update_logodds(logodds, total, high, params)
+
+
 def occupancy_grid_torch(logodds: torch.Tensor, params: OccupancyParams = DEFAULT_PARAMS,
                          previous: torch.Tensor | None = None) -> torch.Tensor:
     """int8 grid (-1/0/100) with the output hysteresis, as ``occupancy.to_occupancy_grid``."""
@@ -280,4 +297,14 @@ class TorchOccupancyMapper:
     def update(self, depth: np.ndarray, intr: Intrinsics, ext: Extrinsics) -> np.ndarray:
         """Fuse one depth image (uint16 mm or float m, numpy) and return the int8 grid."""
         self.grid = self.update_tensor(as_host_tensor(depth), intr, ext).cpu().numpy()
+        return self.grid
+
+    def update_views(self, views: list[tuple[np.ndarray, Intrinsics, Extrinsics]]
+                     ) -> np.ndarray:
+        """Fuse one time's depth images of several cameras (``integrate_views``), no graph."""
+        on = [(as_host_tensor(d).to(self.device), intr, ext) for d, intr, ext in views]
+        self.logodds_t = integrate_views_torch(self.logodds_t, on, self.spec, self.params,
+                                               self.dtype)
+        self.grid_t = occupancy_grid_torch(self.logodds_t, self.params, self.grid_t)
+        self.grid = self.grid_t.cpu().numpy()
         return self.grid
