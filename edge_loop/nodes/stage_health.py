@@ -61,8 +61,14 @@ class StageHealth:
                 return
             self._last_warn[key] = now
         self.node.get_logger().warning(f'frame dropped: {reason}')
-        self._publish(DiagnosticStatus.WARN, f'frame dropped: {reason}', stamp,
-                      {'bad_frames': self.bad, 'frames': self.frames})
+        values: dict[str, Any] = {'bad_frames': self.bad, 'frames': self.frames}
+        if self.audited:
+            # The copy audit goes out with a WARN too: a loaded loop can drop a frame in every
+            # period, and the periodic OK summary then never comes (edge-loop check item 3
+            # read 'no copy audit' from grasp_planner).
+            values['audited_frames'] = self.audited
+            values['copies_per_frame'] = f'{self.copies / self.audited:g}'
+        self._publish(DiagnosticStatus.WARN, f'frame dropped: {reason}', stamp, values)
 
     def audit(self, frame: Any, *arrays: Any) -> None:
         """Copy audit (``copy_audit``): count the kernel inputs that are not views on ``frame``."""
