@@ -153,7 +153,8 @@ def ray_init(address: str, num_cpus: int | None, temp_dir: Path | None) -> bool:
         return False
     if address == 'local':
         # Ray's session folder holds unix sockets, whose paths are limited to ~107 bytes.
-        temp = str(temp_dir) if temp_dir is not None and len(str(temp_dir)) < 60 else None
+        temp = str(temp_dir.resolve()) if temp_dir is not None else None
+        temp = temp if temp is not None and len(temp) < 60 else None
         ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
                  _temp_dir=temp or tempfile.mkdtemp(prefix='el_ray_'),
                  configure_logging=False, log_to_driver=False)

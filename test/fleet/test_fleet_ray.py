@@ -57,6 +57,17 @@ def test_ray_report_equals_serial(cluster, bag_set, serial_report):
     assert len(nodes) == 2
 
 
+def test_shipped_bags_report_equals_serial(cluster, bag_set, serial_report):
+    # --ship: the bags' files travel with the tasks (no shared file system)
+    report, _ = cli.regress([bag_set / 'nominal_s800', bag_set / 'broken'], out=None,
+                            address='auto', progress=False, ship=True)
+    assert merge.without_timing(report['bags']['nominal_s800']) == merge.without_timing(
+        serial_report['bags']['nominal_s800'])
+    # the bad ones for the same reasons (the path in a reason is the worker's copy)
+    assert {b['bag']: b['kind'] for b in report['bad_bags']} == {
+        'nominal_s999': 'corrupt', 'joints_only': 'schema'}
+
+
 def _run_and_kill(bag_set, kill) -> tuple[engine.Collector, str]:
     """Replay the good bags in chunks of three, calling ``kill(where)`` once one bag is in.
 

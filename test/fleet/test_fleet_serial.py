@@ -73,7 +73,24 @@ def test_bad_bags_listed_with_reasons(bag_set):
     assert cli.exit_code(report, {**CFG, 'fail_on_bad_bags': True}) == 1
 
 
-def test_cache_reuses_and_resumes(tmp_path):
+@pytest.fixture
+def fixed_revision(monkeypatch):
+    # Other work may edit the kernels while a test runs (a shared checkout): the revision is
+    # pinned so that these tests see the cache logic only.
+    monkeypatch.setattr('edge_loop.fleet.cache.package_revision', lambda: 'test-revision')
+
+
+def test_package_revision_hashes_the_replay_sources():
+    from edge_loop.fleet.cache import REVISION_SOURCES, package_revision
+
+    assert 'kernels' in REVISION_SOURCES and 'fleet/replay.py' in REVISION_SOURCES
+    import edge_loop
+
+    version, digest = package_revision().split('+')
+    assert version == edge_loop.__version__ and len(digest) == 12
+
+
+def test_cache_reuses_and_resumes(tmp_path, fixed_revision):
     bags = tmp_path / 'bags'
     copy_good(bags, ('nominal', 'dim', 'glare'))
     cache = tmp_path / 'cache'
@@ -98,7 +115,7 @@ def test_cache_reuses_and_resumes(tmp_path):
     assert other['run']['fresh'] == 3
 
 
-def test_interrupted_run_resumes(tmp_path, monkeypatch):
+def test_interrupted_run_resumes(tmp_path, monkeypatch, fixed_revision):
     bags = tmp_path / 'bags'
     copy_good(bags, ('nominal', 'dim', 'glare'))
     cache = tmp_path / 'cache'
@@ -203,3 +220,18 @@ def cli_args(argv):
     from edge_loop.cli import build_parser
 
     return build_parser().parse_args(['regress', '--no-cache', '--quiet', *argv])
+
+
+def test_progress_line_counts_and_eta():
+    import io
+
+    from edge_loop.fleet.report import Progress
+
+    out = io.StringIO()
+    bar = Progress(10, cached=4, stream=out, every_s=0.0)
+    assert 'ETA     ?' in bar.line()
+    bar.bag({'status': 'ok'})
+    bar.bag({'status': 'bad'})
+    line = out.getvalue().splitlines()[-1]
+    assert '6/10 bags (4 cached, 1 bad)' in line and 'ETA' in line
+    assert line.startswith('[' + '#' * 18 + '.')
