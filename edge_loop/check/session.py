@@ -488,7 +488,9 @@ class CheckSession:
         if not self.monitor_in_graph:
             return rec
         # The documented recovery: the loop healthy again, then the monitor's ~/reactivate.
-        deadline = time.monotonic() + timeout_s
+        # The frame being slowed when the delay was cleared still takes delay_ms: the window
+        # grows with it (a calibrated budget on a slow machine scales the delay).
+        deadline = time.monotonic() + timeout_s + 2.0 * delay_ms / 1000.0
         while time.monotonic() < deadline:
             ok, msg = self.trigger('/deadline_monitor/reactivate', 10.0)
             rec.reactivate_message = msg
