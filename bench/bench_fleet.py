@@ -86,13 +86,18 @@ def overhead(bags: Path, pairs: int, workers: int) -> dict:
             'frames': reference['summary']['frames'] if reference else 0}
 
 
-def scaling(bags: Path, nodes: int) -> list[dict]:
-    """Throughput of a simulated cluster of 1 .. ``nodes`` one-CPU worker nodes."""
+def scaling(bags: Path, nodes: int, rounds: int = 1) -> list[dict]:
+    """Throughput of a simulated cluster of 1 .. ``nodes`` one-CPU worker nodes.
+
+    ``rounds`` > 1 goes up and down again (1..N, N..1, ...): other load drifts over minutes.
+    """
     import ray
     from ray.cluster_utils import Cluster
 
     rows = []
-    for n in range(1, nodes + 1):
+    order = [n if r % 2 == 0 else nodes + 1 - n for r in range(rounds)
+             for n in range(1, nodes + 1)]
+    for n in order:
         cluster = Cluster(initialize_head=True,
                           head_node_args={'num_cpus': 0, 'include_dashboard': False})
         for _ in range(n):
@@ -129,9 +134,9 @@ def summary_md(result: dict) -> str:
               for r in o['pairs']]
     if result.get('scaling'):
         lines += ['', f"## Simulated cluster ({result['scale_bags']} bags, start excluded)", '',
-                  '| worker nodes | s | bags/s |', '|---|---|---|']
-        lines += [f"| {r['workers']} | {r['seconds']} | {r['bags_per_s']} |"
-                  for r in result['scaling']]
+                  '| worker nodes | s | bags/s | load |', '|---|---|---|---|']
+        lines += [f"| {r['workers']} | {r['seconds']} | {r['bags_per_s']} | "
+                  f"{r['load_1min']:.1f} |" for r in result['scaling']]
     return '\n'.join(lines) + '\n'
 
 
@@ -145,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--nodes', type=int, default=4)
     parser.add_argument('--scale-bags', type=int, default=200)
     parser.add_argument('--skip-scaling', action='store_true')
+    parser.add_argument('--skip-overhead', action='store_true')
+    parser.add_argument('--scale-rounds', type=int, default=1)
     parser.add_argument('--workdir', type=Path, default=Path('/tmp/edge_loop_bench_fleet'))
     parser.add_argument('--out', type=Path, default=Path('bench/results/fleet'))
     args = parser.parse_args(argv)
@@ -153,11 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f'bag set {bags}: {time.perf_counter() - t0:.1f} s', flush=True)
     result = {'bags': args.bags, 'unique': args.unique, 'host': platform.node(),
               'cores': os.cpu_count(), 'python': sys.version.split()[0],
-              'overhead': overhead(bags, args.pairs, args.workers)}
+              'overhead': ({'workers': args.workers, 'pairs': [], 'frames': 0}
+                           if args.skip_overhead else
+                           overhead(bags, args.pairs, args.workers))}
     if not args.skip_scaling:
         small = make_bag_set(args.workdir, args.scale_bags, args.unique)
         result['scale_bags'] = args.scale_bags
-        result['scaling'] = scaling(small, args.nodes)
+        result['scaling'] = scaling(small, args.nodes, args.scale_rounds)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / 'results.json').write_text(json.dumps(result, indent=1) + '\n')
     (args.out / 'summary.md').write_text(summary_md(result))

@@ -206,7 +206,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--count', type=int, default=1,
                         help='a bag set: seeds --seed .. --seed+COUNT-1 of every scenario of '
                              '--scenario (comma-separated), as <output>/<scenario>_s<seed> '
-                             '(edge-loop regress, docs/fleet.md)')
+                             '(default output reports/bagset; edge-loop regress, docs/fleet.md)')
 
 
 def _prepare(path: Path, force: bool) -> None:
@@ -226,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
             names = [n.strip() for n in args.scenario.split(',') if n.strip()]
             for name in names:
                 parse_scenario(name)
-            out = args.output or Path('data/bagset')
+            out = args.output or Path('reports/bagset')   # git-ignored: a set is large
             jobs = [(name, seed, args.frames, args.approach, out / f'{name}_s{seed}')
                     for seed in range(args.seed, args.seed + max(args.count, 1))
                     for name in names]
