@@ -55,3 +55,29 @@ def test_handoff_to_a_gpu_is_timed_synchronised():
     planes = handoff.stage_planes('object_locator', 640, 480)
     cost = handoff.measure_handoff('cuda', planes, repeats=20)
     assert cost.device.startswith('cuda') and cost.p50_ms > 0.0
+
+
+def test_the_check_measures_at_the_camera_size_on_the_resolved_device(monkeypatch):
+    from sensor_msgs.msg import CameraInfo
+
+    from edge_loop.check import runner
+
+    monkeypatch.setattr(placement, 'resolve_device', lambda spec, *a: placement.Placement(
+        spec, 'cpu' if spec == 'cpu' else 'cuda:0', 'test'))
+    asked = []
+
+    def fake_measure(devices, width, height):
+        asked.append((dict(devices), width, height))
+        return {'object_locator': 'timed'}, {}
+
+    monkeypatch.setattr(handoff, 'measure_stages', fake_measure)
+    session = type('S', (), {'recorder': type('R', (), {
+        'last': staticmethod(lambda topic: CameraInfo(width=1280, height=720))})()})()
+    got = runner.measure_handoffs({'object_locator': 'auto', 'occupancy_mapper': 'cpu'},
+                                  session)
+    assert got == ({'object_locator': 'timed'}, {})
+    assert asked == [({'object_locator': 'cuda:0', 'occupancy_mapper': 'cpu'}, 1280, 720)]
+    # Every stage on the CPU: nothing to measure, nothing asked.
+    asked.clear()
+    assert runner.measure_handoffs({'occupancy_mapper': 'cpu'}, session) == ({}, {})
+    assert asked == []
