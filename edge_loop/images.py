@@ -156,8 +156,9 @@ def decode_compressed(fmt: str, data: Any) -> tuple[np.ndarray, str]:
         if len(data) <= DEPTH_HEADER.size:
             raise ImageFormatError(f'compressedDepth data of {len(data)} bytes has no image '
                                    f'after its {DEPTH_HEADER.size}-byte header')
-        _fmt, quant_a, quant_b = DEPTH_HEADER.unpack_from(bytes(data[:DEPTH_HEADER.size]))
-        png = memoryview(bytes(data))[DEPTH_HEADER.size:]
+        raw = np.frombuffer(data, dtype=np.uint8)   # a view: no copy of the payload
+        _fmt, quant_a, quant_b = DEPTH_HEADER.unpack_from(raw[:DEPTH_HEADER.size].tobytes())
+        png = raw[DEPTH_HEADER.size:]
         image = _imdecode(png, cv2.IMREAD_UNCHANGED, fmt)
         if image.dtype != np.uint16 or image.ndim != 2:
             raise ImageFormatError(f'{fmt}: decoded {image.dtype} {image.shape}, expected a '
