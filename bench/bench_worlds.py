@@ -36,6 +36,7 @@ import argparse
 import json
 import math
 import multiprocessing
+import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
@@ -319,6 +320,22 @@ def build_report(rows: list[dict], note: str, hidden: bool) -> dict:
             'hidden_set': hidden, 'sets': sets, 'scenes': rows}
 
 
+def source_note() -> str:
+    """Which code ran: the commit, and whether edge_loop/ differed from it (uncommitted)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(['git', '-C', str(root), 'rev-parse', '--short', 'HEAD'],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(['git', '-C', str(root), 'status', '--porcelain', '--',
+                                'edge_loop'], capture_output=True, text=True,
+                               check=True).stdout.split('\n')
+    except (OSError, subprocess.CalledProcessError):
+        return 'code: not a git checkout (see --source)'
+    changed = [line for line in dirty if line.strip()]
+    return (f'code: commit {head}' + (f' with {len(changed)} uncommitted file(s) under '
+                                     'edge_loop/' if changed else ', edge_loop/ clean'))
+
+
 def tasks(n_heldout: int, n_train: int, n_shipped: int, hidden: bool
           ) -> list[tuple[int, str, bool]]:
     """Scenes interleaved (held-out, train, shipped) so that a cut-short run keeps all three."""
@@ -349,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('--user-params-only', action='store_true',
                     help='leave the kernel settings the nodes do not expose at their defaults')
     ap.add_argument('--out', type=Path, default=RESULTS)
+    ap.add_argument('--source', default='',
+                    help='what code ran, for the report (default: from git)')
     ap.add_argument('--report-only', type=Path, default=None, metavar='JSON',
                     help='rewrite the Markdown of a JSON written before (no scenes run)')
     args = ap.parse_args(argv)
@@ -378,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     which = ('kernel settings hidden from the nodes set from the world' if hidden
              else 'user parameters only')
     note = (f'{len(rows)} of {len(todo)} scenes planned ({done}), {args.workers} worker '
-            f'processes, {wall / 60:.1f} min wall; {which}.')
+            f'processes, {wall / 60:.1f} min wall; {which}; {args.source or source_note()}.')
     report = build_report(rows, note, hidden)
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = '' if hidden else '_user_params_only'
