@@ -140,9 +140,12 @@ def extrinsics_from_tf(node: Any, world_frame: str, camera_frame: str,
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.time import Time
 
+    # Without the process's arguments: its '-r __node:=<stage>' would give this node the
+    # stage's name too.
     listener_node = rclpy.create_node(f'{node.get_name()}_tf_lookup',
                                       namespace=node.get_namespace(), context=node.context,
-                                      start_parameter_services=False)
+                                      start_parameter_services=False, enable_rosout=False,
+                                      use_global_arguments=False)
     buffer = tf2_ros.Buffer()
     listener = tf2_ros.TransformListener(buffer, listener_node, spin_thread=False)
     executor = SingleThreadedExecutor(context=node.context)

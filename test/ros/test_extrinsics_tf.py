@@ -130,3 +130,49 @@ def test_the_launch_argument_reaches_every_node(tmp_path):
     assert all(n.parameters.get('extrinsics_source') == 'tf' for n in plan.nodes)
     default = bringup.from_arguments({}, tmp_path / 'params')
     assert all('extrinsics_source' not in n.parameters for n in default.nodes)
+
+
+@pytest.mark.ros
+def test_the_node_glue_looks_up_through_a_private_listener_node(monkeypatch, ros_domain):
+    """extrinsics_from_tf with a stand-in tf2_ros (the real one does not install here).
+
+    A private listener node, spun by its own thread while the lookup runs, then torn down.
+    """
+    import threading
+    import types
+
+    import rclpy
+
+    from edge_loop.nodes.vision_common import extrinsics_from_tf
+
+    def spinning() -> bool:
+        return any(t.name == 'tf-lookup' and t.is_alive() for t in threading.enumerate())
+
+    made = {}
+
+    class Buffer:
+        def lookup_transform(self, target, source, time):
+            made['spun during the lookup'] = spinning()
+            return _stamped([0.2, 0.0, 0.6], [1.0, 0.0, 0.0, 0.0])
+
+    class TransformListener:
+        def __init__(self, buffer, node, *, spin_thread):
+            made['listener node'], made['spin_thread'] = node.get_name(), spin_thread
+
+        def unregister(self):
+            made['unregistered'] = True
+
+    monkeypatch.setitem(sys.modules, 'tf2_ros', types.SimpleNamespace(
+        Buffer=Buffer, TransformListener=TransformListener))
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=ros_domain[0])
+    stage = rclpy.create_node('object_locator', context=context)
+    try:
+        ext = extrinsics_from_tf(stage, 'world', 'camera_color_optical_frame', 1.0)
+        assert np.allclose(ext.translation, [0.2, 0.0, 0.6])
+        assert made == {'listener node': 'object_locator_tf_lookup', 'spin_thread': False,
+                        'spun during the lookup': True, 'unregistered': True}
+        assert not spinning()
+    finally:
+        stage.destroy_node()
+        context.try_shutdown()
