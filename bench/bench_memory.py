@@ -90,6 +90,7 @@ def build_decoder(args: argparse.Namespace, fmt: str, device: torch.device,
     t0 = time.perf_counter()
     dec = random_decoder(PRESETS[args.preset], fmt=fmt, context=args.context, device=device,
                          dtype=dtype)
+    dec.attention = args.attention
     sync(device)
     build_s = time.perf_counter() - t0
     a1 = allocated(device)
@@ -98,7 +99,9 @@ def build_decoder(args: argparse.Namespace, fmt: str, device: torch.device,
     if device.type == 'cuda':
         torch.cuda.empty_cache()
     a2 = allocated(device)
-    runner = DecodeRunner(dec, stream=stream)
+    # compiled blocks: fp16 only (the packed formats call their own kernels)
+    compile_mode = args.decode_compile if fmt == 'fp16' and args.decode_compile else None
+    runner = DecodeRunner(dec, stream=stream, compile_mode=compile_mode)
     runner.start(1, 0)
     runner.capture()
     a3 = allocated(device)
@@ -109,6 +112,7 @@ def build_decoder(args: argparse.Namespace, fmt: str, device: torch.device,
             'kv_cache_bytes_predicted': kv_cache_nbytes(PRESETS[args.preset], args.context),
             'allocated_after_build': a1 - a0, 'allocated_after_fused_repack': a2 - a0,
             'graph_pool_bytes': a3 - a2, 'fused_kernels': fused,
+            'attention': dec.attention, 'compile_mode': compile_mode,
             'meaningful': dec.meaningful}
     return dec, runner, info
 
@@ -265,7 +269,7 @@ class DecoderThread(threading.Thread):
 
 
 def run_loop(step: RepresentativeStep, seconds: float, hz: float, deadline_ms: float,
-             stream: Any = None) -> dict[str, Any]:
+             stream: Any = None, samples: list[float] | None = None) -> dict[str, Any]:
     """Frames at ``hz`` for ``seconds``: per-stage (device events) and end-to-end latency."""
     dev = step.device
     cuda = dev.type == 'cuda'
@@ -301,6 +305,8 @@ def run_loop(step: RepresentativeStep, seconds: float, hz: float, deadline_ms: f
             if ctx is not None:
                 ctx.__exit__(None, None, None)
         e2e.append((time.perf_counter() - t0) * 1e3)
+        if samples is not None:
+            samples.append(e2e[-1])
         if cuda:
             for name, a, b in (('upload', 0, 1), ('perception', 1, 2), ('control', 2, 3),
                                ('download', 3, 4)):
@@ -345,7 +351,12 @@ def phase_loop_alone(args: argparse.Namespace, device: torch.device) -> dict[str
 def worker_command(args: argparse.Namespace, fmt: str, seconds: float, pace: float) -> list[str]:
     return [sys.executable, str(SCRIPT), 'worker', '--device', args.device, '--preset',
             args.preset, '--context', str(args.context), '--formats', fmt,
-            '--window-s', str(seconds), '--pace-tps', str(pace)]
+            '--window-s', str(seconds), '--pace-tps', str(pace), *decoder_flags(args)]
+
+
+def decoder_flags(args: argparse.Namespace) -> list[str]:
+    """The decode-step variant's flags, for the subprocesses."""
+    return ['--attention', args.attention, '--decode-compile', args.decode_compile]
 
 
 def phase_interference(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
@@ -438,7 +449,8 @@ def phase_fits(args: argparse.Namespace) -> dict[str, Any]:
         for fmt in args.formats:
             cmd = [sys.executable, str(SCRIPT), 'fit', '--device', args.device, '--preset',
                    args.preset, '--context', str(args.context), '--formats', fmt,
-                   '--pool-gib', str(pool_gib), '--loop-step', args.loop_step]
+                   '--pool-gib', str(pool_gib), '--loop-step', args.loop_step,
+                   *decoder_flags(args)]
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
             try:
                 case = json.loads(res.stdout.strip().splitlines()[-1])
@@ -495,8 +507,10 @@ def soak(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     loop_stats: list[dict[str, Any]] = []
     hi_stream = make_stream(device, True)
+    e2e_all: list[float] = []
     while time.perf_counter() - t0 < args.window_s:
-        loop_stats.append(run_loop(step, 1.0, args.loop_hz, args.deadline_ms, hi_stream))
+        loop_stats.append(run_loop(step, 1.0, args.loop_hz, args.deadline_ms, hi_stream,
+                                   e2e_all))
         if cuda:
             samples.append({'t': time.perf_counter() - t0, **counters.fragmentation(device)})
     stop.set()
@@ -506,6 +520,7 @@ def soak(args: argparse.Namespace) -> None:
         'PYTORCH_CUDA_ALLOC_CONF', ''), 'pool_gib': args.pool_gib, 'format': args.formats[0],
         'seconds': time.perf_counter() - t0, 'frames': sum(s['frames'] for s in loop_stats),
         'deadline_misses': sum(s['deadline_misses'] for s in loop_stats),
+        'loop_end_to_end_ms': pct(e2e_all),
         'loop_p99_ms_per_second': {'max': max(e2e_p99, default=0.0),
                                    'median': float(np.median(e2e_p99)) if e2e_p99 else 0.0},
         **counts, 'samples': samples}
@@ -521,7 +536,8 @@ def soak(args: argparse.Namespace) -> None:
 def phase_soak(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {'label': LOOP_LABEL if args.loop_step == 'representative'
                            else KernelsLoopStep.label}
-    for expandable in (False, True):
+    variants = args.soak_variants.split(',')
+    for expandable in [v == 'expandable' for v in variants]:
         env = dict(os.environ)
         env['PYTORCH_CUDA_ALLOC_CONF'] = f'expandable_segments:{expandable}'
         path = out_dir / f'soak_{"expandable" if expandable else "default"}.json'
@@ -529,7 +545,7 @@ def phase_soak(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
                args.preset, '--context', str(args.context), '--formats', args.soak_format,
                '--pool-gib', str(args.soak_pool_gib), '--window-s', str(args.soak_s),
                '--result', str(path), '--loop-hz', str(args.loop_hz),
-               '--loop-step', args.loop_step]
+               '--loop-step', args.loop_step, *decoder_flags(args)]
         res = subprocess.run(cmd, env=env, capture_output=True, text=True,
                              timeout=args.soak_s + 240)
         if res.returncode != 0:
@@ -587,6 +603,12 @@ def main() -> None:
                         choices=('representative', 'kernels'),
                         help="the loop step: ours (labelled representative) or issue 31's "
                         'gpu_loop_step')
+    parser.add_argument('--attention', default='sdpa', choices=('sdpa', 'matmul'),
+                        help='decoder attention (see edge_loop.reasoning.decoder)')
+    parser.add_argument('--decode-compile', default='',
+                        help='torch.compile mode of the fp16 decode blocks ("" = eager blocks)')
+    parser.add_argument('--soak-variants', default='default,expandable',
+                        help='allocator settings of the soak, one run each')
     parser.add_argument('--phases', default='formats,loop,interference,fits,soak')
     parser.add_argument('--result', default='')
     parser.add_argument('--out', default=os.environ.get('OUT', 'bench/results'))

@@ -41,6 +41,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from edge_loop.kernels import occupancy as occ
 from edge_loop.kernels.gpu import grasp as ggrasp
 from edge_loop.kernels.gpu import locator as gloc
@@ -205,15 +207,17 @@ def bench_size(name: str, w: int, h: int, devices: list[torch.device], repeats: 
         frame.close()
 
 
-def gpu_stage_fns(dev: torch.device, intr, ext, target) -> dict[str, Callable[..., object]]:
+def gpu_stage_fns(dev: torch.device, intr, ext, target, compile_mode: str | None = None
+                  ) -> dict[str, Callable[..., object]]:
     """Per stage: host-or-device tensors in, the small result on the host out (CUDA graphs).
 
     What a GPU-placed node would run per frame: one graph replay per stage, the inputs copied
     into the graph's buffers (from registered/pinned host memory that is a plain DMA) and
     only the small result brought back (grid, packed masks, candidate numbers, logits).
     """
-    tm = gocc.TorchOccupancyMapper(device=dev)
-    caches = {name: GraphCache(dev) for name in ('masks', 'grasp', 'segnet')}
+    tm = gocc.TorchOccupancyMapper(device=dev, compile_mode=compile_mode)
+    caches = {name: GraphCache(dev, compile_mode=compile_mode if name != 'segnet' else None)
+              for name in ('masks', 'grasp', 'segnet')}
     key = (intr, ext.rotation.tobytes(), ext.translation.tobytes())
     block, centroid = ggrasp.target_block(target.points)
     block_t, centroid_t = torch.from_numpy(block), torch.from_numpy(centroid)
@@ -230,8 +234,12 @@ def gpu_stage_fns(dev: torch.device, intr, ext, target) -> dict[str, Callable[..
 
     def grasp(depth_t):
         def make():
+            rays, origin = gloc.world_rays_t(intr, ext, dev)   # looked up outside the trace
+            offs = ggrasp.offsets_on(ggrasp.DEFAULT_GRASP_PARAMS.offsets, dev)
+
             def step(d, pts, c):
-                return ggrasp.candidate_table(pts, c, ggrasp.obstacle_points(d, intr, ext))
+                obstacles = ggrasp.obstacle_points_on(d, rays, origin)
+                return ggrasp.candidate_table(pts, c, obstacles, offsets=offs)
             return step
         table = caches['grasp'].run(key, make, depth_t, block_t, centroid_t)
         return ggrasp.grasps_from_table(table.cpu().numpy(), centroid)
@@ -243,6 +251,7 @@ def gpu_stage_fns(dev: torch.device, intr, ext, target) -> dict[str, Callable[..
                                         x_t).cpu()
 
     return {'occupancy': lambda depth_t: tm.update_tensor(depth_t, intr, ext).cpu(),
+            'mapper': lambda: tm,
             'masks': masks, 'grasp': grasp, 'segnet': seg,
             'segnet fp16': lambda x_t: seg(x_t, torch.float16)}
 
@@ -309,8 +318,14 @@ CPU_STAGE = {'occupancy': 'occupancy', 'object_locator (per-pixel part)':
              'segnet': 'segnet', 'segnet fp16': 'segnet'}
 
 
-def side_by_side(dev: torch.device, repeats: int) -> list[dict]:
-    """At VGA, CPU and GPU (best handoff: registered) interleaved; per-pair ratio medians."""
+def side_by_side(dev: torch.device, repeats: int, compile_modes: tuple[str, ...] = ()
+                 ) -> list[dict]:
+    """At VGA, CPU and GPU (best handoff: registered) interleaved; per-pair ratio medians.
+
+    Each ``compile_modes`` entry adds a GPU variant (the stage compiled by ``torch.compile``,
+    then graphed) timed in the same rotation, and checked against the graphed eager kernel:
+    the same occupancy grid, the same ranked grasps, the same mask bits.
+    """
     base = scene(640, 480, seed=7, n_boxes=5, depth_encoding='16UC1')
     frame = ShmFrame(base.color, base.depth)
     out = []
@@ -322,55 +337,100 @@ def side_by_side(dev: torch.device, repeats: int) -> list[dict]:
         # page-lock the shared-memory block once; the graphs then DMA straight from it
         color_h, depth_h = h.host_view(frame.color), h.host_view(frame.depth)
         mapper = occ.OccupancyMapper()
-        fns = gpu_stage_fns(dev, intr, ext, inp['target'])
+        variants = {'graph': gpu_stage_fns(dev, intr, ext, inp['target'])}
+        for mode in compile_modes:
+            variants[f'compile {mode} + graph'] = gpu_stage_fns(dev, intr, ext, inp['target'],
+                                                                mode)
         x = {segnet.SEGNET_INPUT: inp['segnet_input']}
         x_h = torch.from_numpy(inp['segnet_input'])
-
-        def occ_gpu() -> object:
-            return fns['occupancy'](depth_h)
-
-        def masks() -> object:
-            return fns['masks'](depth_h, color_h)
-
-        def grasp() -> object:
-            return fns['grasp'](depth_h)
-
         seg_name = 'segnet fp16' if dev.type == 'cuda' else 'segnet'
 
-        pairs = {
-            'occupancy': (lambda: mapper.update(frame.depth, intr, ext), occ_gpu),
-            'object_locator (per-pixel part)': (lambda: cpu_pixel_part(
-                frame.color, frame.depth, intr, ext), masks),
-            'grasp_planner': (lambda: plan_grasp(frame.depth, intr, ext,
-                                                 target=inp['target']), grasp),
-            'segnet': (lambda: segnet.load_segnet().logits(x[segnet.SEGNET_INPUT]),
-                       lambda: fns[seg_name](x_h)),
+        def gpu_fns(stage: str) -> dict[str, Callable[[], object]]:
+            call = {'occupancy': lambda f: f['occupancy'](depth_h),
+                    'object_locator (per-pixel part)': lambda f: f['masks'](depth_h, color_h),
+                    'grasp_planner': lambda f: f['grasp'](depth_h),
+                    'segnet': lambda f: f[seg_name](x_h)}[stage]
+            names = ['graph'] if stage == 'segnet' else list(variants)
+            return {n: (lambda f=variants[n]: call(f)) for n in names}
+
+        cpu_fns = {
+            'occupancy': lambda: mapper.update(frame.depth, intr, ext),
+            'object_locator (per-pixel part)': lambda: cpu_pixel_part(
+                frame.color, frame.depth, intr, ext),
+            'grasp_planner': lambda: plan_grasp(frame.depth, intr, ext, target=inp['target']),
+            'segnet': lambda: segnet.load_segnet().logits(x[segnet.SEGNET_INPUT]),
         }
         with torch.inference_mode():
-            for stage, (cpu_fn, gpu_fn) in pairs.items():
-                for _ in range(3):
-                    cpu_fn(), gpu_fn()
-                cpu_t, gpu_t = [], []
+            for stage, cpu_fn in cpu_fns.items():
+                fns = {'cpu': cpu_fn, **gpu_fns(stage)}
+                results: dict[str, object] = {}
+                for name, fn in list(fns.items()):
+                    t = time.perf_counter()
+                    try:
+                        for _ in range(3):   # warm-up: graph capture, compilation
+                            results[name] = fn()
+                    except Exception as exc:  # noqa: BLE001 - a variant that fails to compile
+                        if name in ('cpu', 'graph'):
+                            raise
+                        del fns[name]
+                        out.append({'stage': stage, 'variant': name,
+                                    'error': f'{type(exc).__name__}: {str(exc)[:300]}'})
+                        print(f'  {stage} / {name} failed: {out[-1]["error"]}', flush=True)
+                        continue
+                    log_warmup(stage, name, time.perf_counter() - t)
+                times: dict[str, list[float]] = {name: [] for name in fns}
+                order = list(fns)
                 for i in range(repeats):
-                    order = ((cpu_fn, cpu_t), (gpu_fn, gpu_t))
-                    for fn, ts in (order if i % 2 == 0 else order[::-1]):
+                    for name in order[i % len(order):] + order[:i % len(order)]:
                         t = time.perf_counter()
-                        fn()
+                        fns[name]()
                         sync(dev)
-                        ts.append((time.perf_counter() - t) * 1e3)
-                ratios = [c / g for c, g in zip(cpu_t, gpu_t, strict=True)]
-                q = np.percentile(ratios, [2.5, 97.5])
-                out.append({'stage': stage, 'gpu_handoff': method,
-                            'cpu_p50_ms': statistics.median(cpu_t),
-                            'cpu_p99_ms': float(np.percentile(cpu_t, 99)),
-                            'gpu_p50_ms': statistics.median(gpu_t),
-                            'gpu_p99_ms': float(np.percentile(gpu_t, 99)),
-                            'speedup_median': statistics.median(ratios),
-                            'speedup_p2.5': float(q[0]), 'speedup_p97.5': float(q[1])})
+                        times[name].append((time.perf_counter() - t) * 1e3)
+                for name in fns:
+                    if name == 'cpu':
+                        continue
+                    ratios = [c / g for c, g in zip(times['cpu'], times[name], strict=True)]
+                    q = np.percentile(ratios, [2.5, 97.5])
+                    row = {'stage': stage, 'gpu_handoff': method, 'variant': name,
+                           'cpu_p50_ms': statistics.median(times['cpu']),
+                           'cpu_p99_ms': float(np.percentile(times['cpu'], 99)),
+                           'gpu_p50_ms': statistics.median(times[name]),
+                           'gpu_p99_ms': float(np.percentile(times[name], 99)),
+                           'speedup_median': statistics.median(ratios),
+                           'speedup_p2.5': float(q[0]), 'speedup_p97.5': float(q[1])}
+                    if name != 'graph':
+                        row['same_result_as_graph'] = same_result(
+                            stage, results['graph'], results[name],
+                            variants['graph'], variants[name])
+                    out.append(row)
         h.close()
     finally:
         frame.close()
     return out
+
+
+def log_warmup(stage: str, variant: str, seconds: float) -> None:
+    """Warm-ups that took long (compilation) are worth a line: they are a node's start-up."""
+    if seconds > 1.0:
+        print(f'  warm-up {stage} / {variant}: {seconds:.1f} s', flush=True)
+
+
+def same_result(stage: str, ref: object, out: object, ref_fns: dict, out_fns: dict) -> bool:
+    """Whether a compiled variant computed what the graphed eager kernel did."""
+    if stage == 'occupancy':
+        # both mappers saw the same frames: their log-odds must agree (float64 sums, so
+        # bit-identical up to the order of the atomic adds)
+        a, b = ref_fns['mapper']().logodds, out_fns['mapper']().logodds
+        return bool(np.allclose(a, b, atol=1e-5) and torch.equal(ref, out))
+    if stage == 'grasp_planner':
+        if len(ref) != len(out):
+            return False
+        return all(abs(g.quality - k.quality) < 1e-5 and np.allclose(g.center, k.center,
+                                                                      atol=1e-5)
+                   for g, k in zip(ref, out, strict=True))
+    if stage == 'object_locator (per-pixel part)':
+        return all(torch.equal(a, b) for a, b in zip(ref, out, strict=True))
+    return True
 
 
 def copy_audit(dev: torch.device, frames: int = 50) -> dict[str, object]:
@@ -478,12 +538,17 @@ def print_tables(env: dict, rows: list[dict], rec: list[dict], sbs: list[dict],
         lines += ['', 'side by side at VGA (interleaved in one loop; GPU includes its handoff '
                   'and the result back)',
                   f'{"stage":34s} {"cpu p50":>8s} {"cpu p99":>8s} {"gpu p50":>8s} '
-                  f'{"gpu p99":>8s} {"speed-up":>9s} {"95% range":>14s}']
+                  f'{"gpu p99":>8s} {"speed-up":>9s} {"95% range":>14s}  gpu variant']
         for r in sbs:
+            if 'error' in r:
+                lines.append(f'{r["stage"]:34s} {r["variant"]}: {r["error"]}')
+                continue
+            same = r.get('same_result_as_graph')
+            check = '' if same is None else (' (same result)' if same else ' (DIFFERS)')
             lines.append(f'{r["stage"]:34s} {r["cpu_p50_ms"]:8.3f} {r["cpu_p99_ms"]:8.3f} '
                          f'{r["gpu_p50_ms"]:8.3f} {r["gpu_p99_ms"]:8.3f} '
                          f'{r["speedup_median"]:8.1f}x {r["speedup_p2.5"]:6.1f}-'
-                         f'{r["speedup_p97.5"]:.1f}x')
+                         f'{r["speedup_p97.5"]:.1f}x  {r.get("variant", "graph")}{check}')
     if audit:
         lines += ['', f'copy audit ({audit["device"]}, handoff {audit["handoff"]}, '
                   f'{audit["frames"]} frames): transfers per frame']
@@ -501,6 +566,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('--cpu-torch', action='store_true',
                     help='also time the torch kernels on the CPU (the device rows for "cpu")')
     ap.add_argument('--audit', action='store_true', help='run the copy audit')
+    ap.add_argument('--compile', default='',
+                    help='comma-separated torch.compile modes to add to the side-by-side run '
+                    '(default, max-autotune-no-cudagraphs)')
+    ap.add_argument('--side-by-side-only', action='store_true',
+                    help='skip the per-size rows (the side-by-side run and audit only)')
     ap.add_argument('--out', type=Path, default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)   # the CPU rows are per core, as the nodes run
@@ -509,13 +579,14 @@ def main(argv: list[str] | None = None) -> int:
         devices.append(torch.device('cpu'))
     env = environment()
     rows: list[dict] = []
-    for name in args.sizes.split(','):
+    for name in ([] if args.side_by_side_only else args.sizes.split(',')):
         w, h = SIZES[name]
         bench_size(name, w, h, devices, args.repeats, rows)
     gpus = [d for d in devices if d.type == 'cuda']
-    sbs = side_by_side(gpus[0], args.repeats) if gpus else []
+    modes = tuple(m for m in args.compile.split(',') if m)
+    sbs = side_by_side(gpus[0], args.repeats, modes) if gpus else []
     audit = copy_audit(gpus[0] if gpus else torch.device('cpu')) if args.audit else None
-    rec = recommend(rows)
+    rec = recommend(rows) if rows else []
     text = print_tables(env, rows, rec, sbs, audit)
     print(text)
     if args.out:

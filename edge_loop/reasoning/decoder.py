@@ -15,6 +15,7 @@ the next position back into its own input tensors, on the device.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -61,9 +62,15 @@ class Decoder:
         self.meaningful = meaningful
         self.device, self.dtype = embed.device, embed.dtype
         hd, kvh = cfg.head_dim, cfg.num_key_value_heads
-        self.k_cache = torch.zeros(cfg.num_hidden_layers, kvh, context, hd, dtype=self.dtype,
-                                   device=self.device)
-        self.v_cache = torch.zeros_like(self.k_cache)
+        # One tensor per layer (not views of one block): a compiled block then sees the same
+        # kind of input in every layer and is compiled once, not once per storage offset.
+        self.k_cache = [torch.zeros(kvh, context, hd, dtype=self.dtype, device=self.device)
+                        for _ in range(cfg.num_hidden_layers)]
+        self.v_cache = [torch.zeros_like(k) for k in self.k_cache]
+        # 'sdpa': F.scaled_dot_product_attention with the visibility mask; 'matmul': scores,
+        # masked softmax in float32, weighted sum (three kernels a compiled block can fuse).
+        self.attention = 'sdpa'
+        self._block_fn: Any = None
         inv = 1.0 / cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd)
         angles = torch.outer(torch.arange(context, dtype=torch.float32), inv)
         angles = torch.cat([angles, angles], dim=1)   # Llama's rotate_half layout
@@ -88,23 +95,29 @@ class Decoder:
             w.nbytes for w in self.linear_weights())
 
     def kv_nbytes(self) -> int:
-        return 2 * self.k_cache.numel() * self.k_cache.element_size()
+        return sum(2 * k.numel() * k.element_size() for k in self.k_cache)
+
+    def compile_blocks(self, mode: str = 'default') -> None:
+        """Run every transformer block through one ``torch.compile``d function.
+
+        Fp16/dense weights only (the packed formats call their own kernels); decode steps
+        only (one token: prompts keep the eager block, their lengths vary). The function
+        takes the layer's tensors as arguments, so the 32 layers share one compilation;
+        Inductor fuses the norms, RoPE, cache writes, softmax and residual adds around the
+        matrix products. ``mode`` must leave CUDA-graph capture to :class:`DecodeRunner`
+        ('default' or 'max-autotune-no-cudagraphs').
+        """
+        if mode not in ('default', 'max-autotune-no-cudagraphs'):
+            raise ValueError(f'compile mode {mode!r}: default or max-autotune-no-cudagraphs')
+        if not all(isinstance(w, quant.DenseWeight) for w in self.linear_weights()):
+            raise ValueError(f'compiled blocks need dense weights, not {self.fmt}')
+        cfg = self.cfg
+        self._block_fn = torch.compile(functools.partial(
+            transformer_block, eps=cfg.rms_norm_eps, n_heads=cfg.num_attention_heads,
+            n_kv_heads=cfg.num_key_value_heads, head_dim=cfg.head_dim,
+            attention=self.attention), mode=mode, dynamic=False)
 
     # --- compute ----------------------------------------------------------------------------
-    def _rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x, (x.shape[-1],), weight, self.cfg.rms_norm_eps)
-
-    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor
-              ) -> torch.Tensor:
-        """Llama's rotary embedding, ``x * cos + rotate_half(x) * sin``, in three kernels.
-
-        ``rotate_half(x) = cat(-x2, x1)``; swapping the halves (one flip) and multiplying by
-        ``cat(-sin, sin)`` gives the same, for q and k at once.
-        """
-        n_tok, heads, hd = x.shape
-        swapped = x.view(n_tok, heads, 2, hd // 2).flip(2).view(n_tok, heads, hd)
-        return torch.addcmul(x * cos, swapped, sin_signed)
-
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
                 last_only: bool = False) -> torch.Tensor:
         """Logits (T, vocab) for ``tokens`` (T,) at ``positions`` (T,), filling the KV cache.
@@ -112,40 +125,92 @@ class Decoder:
         Each token attends to every cached position up to its own, so a prompt can be fed in
         one call (prefill) or one token at a time (decode) with the same result.
         """
-        cfg = self.cfg
-        n_tok = tokens.shape[0]
-        nh, kvh, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         x = F.embedding(tokens, self.embed)
         cos = self.cos.index_select(0, positions)[:, None, :]
         sin = self.sin_signed.index_select(0, positions)[:, None, :]
-        # (T, context): True where the cached slot is visible from that token
+        # (1, T, context): True where the cached slot is visible from that token
         visible = (self.slots[None, :] <= positions[:, None])[None]
+        cfg = self.cfg
+        # decode steps only: a prompt's length varies, and each length would be a compilation
+        compiled_block = self._block_fn if tokens.shape[0] == 1 else None
         for i, layer in enumerate(self.layers):
-            h = self._rms(x, layer.attn_norm)
-            qkv = layer.qkv.forward(h)
-            qk = self._rope(qkv[:, :(nh + kvh) * hd].view(n_tok, nh + kvh, hd), cos, sin)
-            q, k = qk[:, :nh], qk[:, nh:]
-            v = qkv[:, (nh + kvh) * hd:].view(n_tok, kvh, hd)
-            self.k_cache[i].index_copy_(1, positions, k.transpose(0, 1))
-            self.v_cache[i].index_copy_(1, positions, v.transpose(0, 1))
-            keys, values = self.k_cache[i], self.v_cache[i]
-            if kvh != nh:
-                keys = keys.repeat_interleave(nh // kvh, dim=0)
-                values = values.repeat_interleave(nh // kvh, dim=0)
-            att = F.scaled_dot_product_attention(q.transpose(0, 1), keys, values,
-                                                 attn_mask=visible)
-            x = x + layer.o.forward(att.transpose(0, 1).reshape(n_tok, nh * hd))
-            h = self._rms(x, layer.mlp_norm)
-            gate, up = layer.gate_up.forward(h).chunk(2, dim=-1)
-            x = x + layer.down.forward(F.silu(gate) * up)
+            if compiled_block is not None:
+                x = compiled_block(x, layer.attn_norm, layer.qkv.weight, layer.o.weight,
+                                   layer.mlp_norm, layer.gate_up.weight, layer.down.weight,
+                                   self.k_cache[i], self.v_cache[i], cos, sin, positions,
+                                   visible)
+            else:
+                x = transformer_block(x, layer.attn_norm, layer.qkv, layer.o, layer.mlp_norm,
+                                      layer.gate_up, layer.down, self.k_cache[i],
+                                      self.v_cache[i], cos, sin, positions, visible,
+                                      eps=cfg.rms_norm_eps, n_heads=cfg.num_attention_heads,
+                                      n_kv_heads=cfg.num_key_value_heads,
+                                      head_dim=cfg.head_dim, attention=self.attention)
         if last_only:
             x = x[-1:]
-        return self.lm_head.forward(self._rms(x, self.norm))
+        return self.lm_head.forward(_rms(x, self.norm, cfg.rms_norm_eps))
 
     def reset(self) -> None:
         """Forget the cached keys and values."""
-        self.k_cache.zero_()
-        self.v_cache.zero_()
+        for t in (*self.k_cache, *self.v_cache):
+            t.zero_()
+
+
+def _linear(w: Any, x: torch.Tensor) -> torch.Tensor:
+    """``x @ W.T`` for a plain weight tensor or a :mod:`quant` weight object."""
+    return F.linear(x, w) if isinstance(w, torch.Tensor) else w.forward(x)
+
+
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
+    """Llama's rotary embedding, ``x * cos + rotate_half(x) * sin``, in three kernels.
+
+    ``rotate_half(x) = cat(-x2, x1)``; swapping the halves (one flip) and multiplying by
+    ``cat(-sin, sin)`` gives the same, for q and k at once.
+    """
+    n_tok, heads, hd = x.shape
+    swapped = x.view(n_tok, heads, 2, hd // 2).flip(2).view(n_tok, heads, hd)
+    return torch.addcmul(x * cos, swapped, sin_signed)
+
+
+def transformer_block(x: torch.Tensor, attn_norm: torch.Tensor, qkv: Any, o: Any,
+                      mlp_norm: torch.Tensor, gate_up: Any, down: Any, k_cache: torch.Tensor,
+                      v_cache: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                      positions: torch.Tensor, visible: torch.Tensor, *, eps: float,
+                      n_heads: int, n_kv_heads: int, head_dim: int,
+                      attention: str = 'sdpa') -> torch.Tensor:
+    """One Llama block on ``x`` (T, hidden), writing the tokens' keys/values into the cache.
+
+    The weights are tensors (``F.linear``) or :mod:`quant` objects; a pure function of its
+    arguments, so :meth:`Decoder.compile_blocks` compiles it once for every layer.
+    """
+    n_tok = x.shape[0]
+    nh, kvh, hd = n_heads, n_kv_heads, head_dim
+    h = _rms(x, attn_norm, eps)
+    qkv_out = _linear(qkv, h)
+    qk = _rope(qkv_out[:, :(nh + kvh) * hd].view(n_tok, nh + kvh, hd), cos, sin)
+    q, k = qk[:, :nh], qk[:, nh:]
+    v = qkv_out[:, (nh + kvh) * hd:].view(n_tok, kvh, hd)
+    k_cache.index_copy_(1, positions, k.transpose(0, 1))
+    v_cache.index_copy_(1, positions, v.transpose(0, 1))
+    keys, values = k_cache, v_cache
+    if kvh != nh:
+        keys = keys.repeat_interleave(nh // kvh, dim=0)
+        values = values.repeat_interleave(nh // kvh, dim=0)
+    qh = q.transpose(0, 1)                                        # (nh, T, hd)
+    if attention == 'matmul':
+        scores = torch.matmul(qh, keys.transpose(1, 2)).float() * (hd ** -0.5)
+        scores = scores.masked_fill(~visible, float('-inf'))
+        att = torch.matmul(torch.softmax(scores, dim=-1).to(values.dtype), values)
+    else:
+        att = F.scaled_dot_product_attention(qh, keys, values, attn_mask=visible)
+    x = x + _linear(o, att.transpose(0, 1).reshape(n_tok, nh * hd))
+    h = _rms(x, mlp_norm, eps)
+    gate, up = _linear(gate_up, h).chunk(2, dim=-1)
+    return x + _linear(down, F.silu(gate) * up)
 
 
 def _layer_from(weights: dict[str, torch.Tensor], fmt: str, i: int,
@@ -228,8 +293,11 @@ class DecodeRunner:
     """
 
     def __init__(self, decoder: Decoder, *, use_graph: bool | None = None,
-                 stream: torch.cuda.Stream | None = None) -> None:
+                 stream: torch.cuda.Stream | None = None,
+                 compile_mode: str | None = None) -> None:
         self.decoder = decoder
+        if compile_mode is not None:
+            decoder.compile_blocks(compile_mode)   # compiled at the first step (capture)
         dev = decoder.device
         self.token = torch.zeros(1, dtype=torch.long, device=dev)
         self.position = torch.zeros(1, dtype=torch.long, device=dev)

@@ -12,6 +12,13 @@ it a plain DMA) and replays the graph.
 The captured functions must not synchronise with the host (no ``.cpu()``, no boolean
 indexing), which is how the kernels in this package are written. On a device without graphs
 (the CPU) :func:`graphed` returns the plain function.
+
+A graph still launches each of the stage's dozens of small kernels one after another.
+``GraphCache(device, compile_mode=...)`` first hands the stage's function to
+``torch.compile`` (Inductor: elementwise chains and their reductions fused into a few
+generated kernels), then captures the compiled function in the same graph: fewer, larger
+kernels per replay. Only modes without Inductor's own CUDA graphs are accepted
+(:data:`COMPILE_MODES`): the capture here is ours.
 """
 
 from __future__ import annotations
@@ -26,6 +33,22 @@ import torch
 # after one capture is unmapped by the next one (the H200 run's "illegal memory access").
 # Each GraphedStep keeps a snapshot of these caches, i.e. a reference to every such tensor.
 _KEEPALIVE: list[dict] = []
+
+# torch.compile modes that leave graph capture to GraphedStep ('reduce-overhead' and
+# 'max-autotune' capture their own CUDA graphs, which cannot be nested in ours).
+COMPILE_MODES = ('default', 'max-autotune-no-cudagraphs')
+
+
+def compiled(fn: Callable[..., object], mode: str | None) -> Callable[..., object]:
+    """``fn`` through ``torch.compile`` in ``mode`` (None: ``fn`` itself).
+
+    ``dynamic=False``: a stage sees one frame size, and a graph is captured per shape anyway.
+    """
+    if mode is None:
+        return fn
+    if mode not in COMPILE_MODES:
+        raise ValueError(f'compile mode {mode!r}: use one of {", ".join(COMPILE_MODES)}')
+    return torch.compile(fn, mode=mode, dynamic=False)
 
 
 def keep_alive_cache(cache: dict) -> dict:
@@ -68,21 +91,39 @@ class GraphCache:
     the key. On the CPU there is nothing to capture and :meth:`run` calls the function.
     """
 
-    def __init__(self, device: str | torch.device, max_graphs: int = 16) -> None:
+    def __init__(self, device: str | torch.device, max_graphs: int = 16,
+                 compile_mode: str | None = None) -> None:
         self.device = torch.device(device)
         self.max_graphs = max_graphs
+        if compile_mode is not None and compile_mode not in COMPILE_MODES:
+            raise ValueError(f'compile mode {compile_mode!r}: use one of '
+                             f'{", ".join(COMPILE_MODES)}')
+        self.compile_mode = compile_mode
+        self._cpu_fns: dict[tuple, Callable[..., object]] = {}
         self._graphs: dict[tuple, GraphedStep] = {}
 
     def run(self, key: tuple, make_fn: Callable[[], Callable[..., object]],
             *inputs: torch.Tensor) -> object:
         """``make_fn()(*inputs)`` on the device, through its graph on CUDA."""
         if self.device.type != 'cuda':
-            return make_fn()(*(t.to(self.device) for t in inputs))
+            fn = make_fn() if self.compile_mode is None else self._compiled_cpu(key, make_fn)
+            return fn(*(t.to(self.device) for t in inputs))
         sig = (key, tuple((tuple(t.shape), t.dtype) for t in inputs))
         step = self._graphs.get(sig)
         if step is None:
             if len(self._graphs) >= self.max_graphs:
                 self._graphs.clear()
             example = [t.to(self.device) for t in inputs]
-            step = self._graphs[sig] = GraphedStep(make_fn(), example)
+            fn = compiled(make_fn(), self.compile_mode)
+            step = self._graphs[sig] = GraphedStep(fn, example)
         return step(*inputs)
+
+    def _compiled_cpu(self, key: tuple, make_fn: Callable[[], Callable[..., object]]
+                      ) -> Callable[..., object]:
+        """The compiled function for ``key`` on a device without graphs (kept per key)."""
+        cache = self._cpu_fns
+        if key not in cache:
+            if len(cache) >= self.max_graphs:
+                cache.clear()
+            cache[key] = compiled(make_fn(), self.compile_mode)
+        return cache[key]

@@ -36,7 +36,8 @@ from edge_loop.kernels.object_locator import DetectedObject, check_inputs
 _OFFSETS: dict[tuple, torch.Tensor] = keep_alive_cache({})
 
 
-def _offsets(offsets: tuple[float, ...], device: torch.device) -> torch.Tensor:
+@torch.compiler.disable   # a host-side cache lookup (numpy keys): not traced
+def offsets_on(offsets: tuple[float, ...], device: torch.device) -> torch.Tensor:
     """The jaw offsets on the device, uploaded once (not a host-to-device copy per target)."""
     key = (tuple(offsets), str(device))
     if key not in _OFFSETS:
@@ -50,8 +51,14 @@ def obstacle_points(depth: torch.Tensor, intr: Intrinsics, ext: Extrinsics,
 
     z is -inf where the pixel is no obstacle (not above ``obstacle_min_height``, or no depth).
     """
-    s = params.obstacle_stride
     rays, origin = world_rays_t(intr, ext, depth.device)
+    return obstacle_points_on(depth, rays, origin, params)
+
+
+def obstacle_points_on(depth: torch.Tensor, rays: torch.Tensor, origin: torch.Tensor,
+                       params: GraspParams = DEFAULT_GRASP_PARAMS) -> torch.Tensor:
+    """:func:`obstacle_points` with the camera's rays looked up (what ``torch.compile`` sees)."""
+    s = params.obstacle_stride
     d = depth_metres(depth[::s, ::s])
     r = rays[:, ::s, ::s]
     pts = d.unsqueeze(0) * r + origin[:, None, None]
@@ -64,17 +71,19 @@ def obstacle_points(depth: torch.Tensor, intr: Intrinsics, ext: Extrinsics,
 
 def candidate_table(pts: torch.Tensor, centroid: torch.Tensor, obstacles: torch.Tensor,
                     params: GraspParams = DEFAULT_GRASP_PARAMS,
-                    dtype: torch.dtype = torch.float32) -> torch.Tensor:
+                    dtype: torch.dtype = torch.float32,
+                    offsets: torch.Tensor | None = None) -> torch.Tensor:
     """(5, K, O) float64: free, quality, s_mid, opening, tcp_z of every candidate.
 
     ``pts``: the (subsampled) target points, float32, rows of NaN allowed as padding (they
     fall in no band); ``centroid``: (2,) float64 of the whole target. No host synchronisation:
-    capturable in a CUDA graph.
+    capturable in a CUDA graph. ``offsets``: ``params.offsets`` on the device (looked up when
+    not given; a compiled caller passes them).
     """
     p = params
     dev = pts.device
     yaws = torch.arange(p.n_angles, dtype=torch.float64, device=dev) * (math.pi / p.n_angles)
-    offs = _offsets(p.offsets, dev)
+    offs = offsets_on(p.offsets, dev) if offsets is None else offsets
     cos, sin = torch.cos(yaws).to(dtype), torch.sin(yaws).to(dtype)
     c32 = centroid.to(torch.float32)
     rel = (pts[:, :2] - c32).to(dtype)
@@ -166,13 +175,15 @@ def target_block(points: np.ndarray, params: GraspParams = DEFAULT_GRASP_PARAMS
     return block, centroid
 
 
-def plan_grasp_on(device: str | torch.device, dtype: torch.dtype = torch.float32):
+def plan_grasp_on(device: str | torch.device, dtype: torch.dtype = torch.float32,
+                  compile_mode: str | None = None):
     """Grasps for a given target on ``device``, numpy in and out (the handoff included).
 
-    The signature of ``plan_grasp(depth, intr, ext, target, params)``.
+    The signature of ``plan_grasp(depth, intr, ext, target, params)``. ``compile_mode``: see
+    :class:`~edge_loop.kernels.gpu.graphs.GraphCache`.
     """
     dev = torch.device(device)
-    graphs = GraphCache(dev)
+    graphs = GraphCache(dev, compile_mode=compile_mode)
 
     def plan(depth_m: np.ndarray, intrinsics: Intrinsics, extrinsics: Extrinsics,
              target: DetectedObject | None = None,
@@ -188,14 +199,19 @@ def plan_grasp_on(device: str | torch.device, dtype: torch.dtype = torch.float32
                dtype)
 
         def make():
+            # looked up here, once: the captured (or compiled) function sees tensors only
+            rays, origin = world_rays_t(intrinsics, extrinsics, dev)
+            offs = offsets_on(p.offsets, dev)
+
             def step(d, pts, c):
-                obstacles = obstacle_points(d, intrinsics, extrinsics, p)
-                return candidate_table(pts, c, obstacles, p, dtype)
+                obstacles = obstacle_points_on(d, rays, origin, p)
+                return candidate_table(pts, c, obstacles, p, dtype, offs)
             return step
 
         table = graphs.run(key, make, as_host_tensor(depth_m), torch.from_numpy(block),
                            torch.from_numpy(centroid))
         return grasps_from_table(table.cpu().numpy(), centroid, p)
 
-    plan.__name__ = f'plan_grasp_torch_{dev.type}_{str(dtype).removeprefix("torch.")}'
+    plan.__name__ = (f'plan_grasp_torch_{dev.type}_{str(dtype).removeprefix("torch.")}'
+                     + ('_compiled' if compile_mode else ''))
     return plan

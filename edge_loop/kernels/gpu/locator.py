@@ -59,6 +59,7 @@ _RAYS: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = keep_alive_cache({})
 _LUTS: dict[tuple, torch.Tensor] = keep_alive_cache({})
 
 
+@torch.compiler.disable   # a host-side cache lookup (numpy keys): not traced
 def world_rays_t(intr: Intrinsics, ext: Extrinsics,
                  device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """(3, H, W) float32 world direction per metre of depth and (3,) origin, cached per device.
@@ -82,6 +83,7 @@ def world_rays_t(intr: Intrinsics, ext: Extrinsics,
     return out
 
 
+@torch.compiler.disable   # a host-side cache lookup (numpy keys): not traced
 def _linear_lut(device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     key = (str(device), dtype)
     if key not in _LUTS:

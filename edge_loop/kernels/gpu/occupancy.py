@@ -57,6 +57,7 @@ class RayTable:
 _TABLES: dict[tuple, RayTable] = keep_alive_cache({})
 
 
+@torch.compiler.disable   # a host-side cache lookup (numpy keys): not traced
 def ray_table(intr: Intrinsics, ext: Extrinsics, spec: GridSpec, stride: int,
               device: torch.device, dtype: torch.dtype = torch.float32) -> RayTable:
     """The cached :class:`RayTable` (built in float64 on the host, uploaded once)."""
@@ -108,13 +109,31 @@ def cell_areas(depth: torch.Tensor, intr: Intrinsics, ext: Extrinsics,
 
     "Up high" is above ``occupied_height``; ``depth`` is a tensor on the device the work runs on.
     """
-    if depth.ndim != 2 or tuple(depth.shape) != (intr.height, intr.width):
-        raise ValueError(f'depth shape {tuple(depth.shape)} does not match the intrinsics '
+    rays = checked_rays(tuple(depth.shape), intr, ext, spec, params, depth.device, dtype)
+    return cell_areas_on(depth, rays, spec, params)
+
+
+def checked_rays(depth_shape: tuple[int, ...], intr: Intrinsics, ext: Extrinsics,
+                 spec: GridSpec, params: OccupancyParams, device: torch.device,
+                 dtype: torch.dtype) -> RayTable:
+    """The input checks of :func:`cell_areas`, then the camera's :class:`RayTable`."""
+    if len(depth_shape) != 2 or tuple(depth_shape) != (intr.height, intr.width):
+        raise ValueError(f'depth shape {tuple(depth_shape)} does not match the intrinsics '
                          f'{intr.width}x{intr.height}')
     if spec.width * spec.height >= 2 ** 24:
         raise ValueError(f'grid of {spec.width}x{spec.height} cells: at most 2**24 cells')
+    return ray_table(intr, ext, spec, params.pixel_stride, device, dtype)
+
+
+def cell_areas_on(depth: torch.Tensor, rays: RayTable, spec: GridSpec = DEFAULT_GRID,
+                  params: OccupancyParams = DEFAULT_PARAMS) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`cell_areas` with the camera's :class:`RayTable` already looked up.
+
+    Tensors, numbers and frozen parameter records only: what ``torch.compile`` traces (the
+    table's cache key holds numpy arrays, which Dynamo would turn into guarded tensors).
+    """
     s = params.pixel_stride
-    rays = ray_table(intr, ext, spec, s, depth.device, dtype)
+    dtype = rays.gx.dtype
     # Read in ``dtype``, compute in float32: the patch areas are differences of coordinates
     # near 100 cells, which half precision (11-bit mantissa) would cancel to a few bits.
     z = depth_metres(depth[::s, ::s] if s > 1 else depth, dtype).to(torch.float32)
@@ -209,13 +228,15 @@ def occupancy_grid_torch(logodds: torch.Tensor, params: OccupancyParams = DEFAUL
     return torch.where(occupied, OCC_OCCUPIED, out)
 
 
-def integrate_on(device: str | torch.device, dtype: torch.dtype = torch.float32):
+def integrate_on(device: str | torch.device, dtype: torch.dtype = torch.float32,
+                 compile_mode: str | None = None):
     """:func:`integrate_torch` on ``device``, numpy in and out (the handoff included).
 
     The signature of ``occupancy.integrate``, for the verification harness and the bench.
+    ``compile_mode``: see :class:`~edge_loop.kernels.gpu.graphs.GraphCache`.
     """
     dev = torch.device(device)
-    graphs = GraphCache(dev)
+    graphs = GraphCache(dev, compile_mode=compile_mode)
 
     def integrate(logodds: np.ndarray, depth_m: np.ndarray, intr: Intrinsics, ext: Extrinsics,
                   spec: GridSpec = DEFAULT_GRID,
@@ -234,11 +255,16 @@ def integrate_on(device: str | torch.device, dtype: torch.dtype = torch.float32)
         key = (intr, ext.rotation.tobytes(), ext.translation.tobytes(), spec, params, dtype)
 
         def make():
-            return lambda lo_t, d_t: integrate_torch(lo_t, d_t, intr, ext, spec, params, dtype)
+            # the ray table looked up here, once: the captured (or compiled) function sees
+            # tensors only
+            rays = checked_rays(depth.shape, intr, ext, spec, params, dev, dtype)
+            return lambda lo_t, d_t: update_logodds(lo_t, *cell_areas_on(d_t, rays, spec, params),
+                                                    params)
 
         return graphs.run(key, make, lo, d).cpu().numpy()
 
-    integrate.__name__ = f'integrate_torch_{dev.type}_{str(dtype).removeprefix("torch.")}'
+    integrate.__name__ = (f'integrate_torch_{dev.type}_{str(dtype).removeprefix("torch.")}'
+                          + ('_compiled' if compile_mode else ''))
     return integrate
 
 
@@ -251,13 +277,13 @@ class TorchOccupancyMapper:
     """
 
     def __init__(self, spec: GridSpec = DEFAULT_GRID, params: OccupancyParams = DEFAULT_PARAMS,
-                 device: str | torch.device = 'cpu', dtype: torch.dtype = torch.float32
-                 ) -> None:
+                 device: str | torch.device = 'cpu', dtype: torch.dtype = torch.float32,
+                 compile_mode: str | None = None) -> None:
         self.spec = spec
         self.params = params
         self.device = torch.device(device)
         self.dtype = dtype
-        self._graphs = GraphCache(self.device)
+        self._graphs = GraphCache(self.device, compile_mode=compile_mode)
         self.reset()
 
     def reset(self) -> None:
@@ -281,8 +307,11 @@ class TorchOccupancyMapper:
         key = (intr, ext.rotation.tobytes(), ext.translation.tobytes(), spec, params, dtype)
 
         def make():
+            rays = checked_rays(tuple(depth.shape), intr, ext, spec, params, self.device,
+                                dtype)
+
             def step(lo, d, prev):
-                new = integrate_torch(lo, d, intr, ext, spec, params, dtype)
+                new = update_logodds(lo, *cell_areas_on(d, rays, spec, params), params)
                 return new, occupancy_grid_torch(new, params, prev)
             return step
 
