@@ -98,10 +98,12 @@ def _check_complete(collector, serial_report, killed):
                   if not k.startswith('broken/')}})
     assert report['summary']['frames'] == sum(
         len(b['frames']) for k, b in serial_report['bags'].items() if b['status'] == 'ok')
-    # the killed process finished exactly the one bag; its chunk's others were retried
-    # elsewhere and are in once each
-    assert list(collector.workers.values()).count(killed) == 1
+    # every bag once, none lost. (Which bags the killed process finished depends on how far
+    # its stream had got when the kill landed: items already sent are kept, the retry's
+    # repeats of them dropped; so no count of its bags is asserted.)
+    assert sorted(collector.results) == sorted(collector.refs)
     assert all(r['status'] == 'ok' for r in collector.results.values())
+    assert killed in collector.workers.values()
 
 
 def test_killed_worker_process_is_retried(cluster, bag_set, serial_report):
