@@ -104,15 +104,69 @@ def merged_count(objects, label: np.ndarray) -> int:
     return n
 
 
+def _score(rows: dict, key: tuple, params, world, frame, ext) -> None:
+    """Locate on one frame with ``params`` and add the counts to ``rows[key]``."""
+    row = rows.setdefault(key, {
+        'scenes': 0, 'visible': 0, 'sensed': 0, 'found': 0, 'found_sensed': 0, 'false': 0,
+        'false_sensed': 0, 'merged': 0, 'scenes_with_merge': 0, 'errors': [], 'ms': []})
+    truth = world.visible_centroids(frame)
+    sensed = world.visible_centroids(frame, sensed=True)
+    t0 = time.perf_counter()
+    objects = locate_objects(frame.color, frame.depth_mm, frame.intrinsics, ext, params)
+    row['ms'].append((time.perf_counter() - t0) * 1e3)
+    errors, false, _ = match(objects, truth)
+    _, false_s, found_s = match(objects, sensed)
+    m = merged_count(objects, frame.label)
+    row['scenes'] += 1
+    row['visible'] += len(truth)
+    row['sensed'] += len(sensed)
+    row['found'] += len(errors)
+    row['found_sensed'] += len(found_s)
+    row['false'] += false
+    row['false_sensed'] += false_s
+    row['merged'] += m
+    row['scenes_with_merge'] += m > 0
+    row['errors'] += errors
+
+
+def run_worlds(args) -> dict:
+    """Training worlds of edge_loop.sim.worlds (seeds 500000-...), the user's parameters."""
+    from edge_loop.kernels.camera import Extrinsics
+    from edge_loop.sim.worlds import SEED_RANGES, build_world, sample_world
+
+    rows = {}
+    lo, hi = SEED_RANGES['train']
+    for seed in range(lo + args.world_offset, lo + args.world_offset + args.scenes):
+        assert seed < hi
+        cfg = sample_world(seed, 'train')
+        ext = Extrinsics.from_params(list(cfg.camera_position), list(cfg.camera_orientation))
+        roi_x, roi_y = cfg.roi
+        tilt = cfg.factors().get('camera_tilt', '?')
+        with build_world(cfg) as world:
+            frame = world.render()
+            for vname in args.variants:
+                params = dataclasses.replace(_variant(vname), min_height=cfg.floor_top + 0.004,
+                                             roi_x=roi_x, roi_y=roi_y)
+                for key in (('train worlds', 'all', vname), ('train worlds', tilt, vname),
+                            ('train worlds', f'{len(world.objects)} objects', vname)):
+                    _score(rows, key, params, world, frame, ext)
+    return rows
+
+
 def run(args) -> dict:
     """Every (camera, lighting, variant) over the scenes; one row each."""
+    if args.worlds:
+        return run_worlds(args)
     variants = {v: _variant(v) for v in args.variants}
     rows = {}
     for cam in args.cameras:
         pos, quat = CAMERAS[cam]
         for seed in range(args.seed, args.seed + args.scenes):
-            with SimWorld(seed, n_objects=args.objects, split='train', camera_position=pos,
-                          camera_orientation=quat, spawn_region=tuple(args.spawn)) as world:
+            # --objects 0: the shipped scenes (1-5 objects drawn from the seed, spread out)
+            spread = {} if args.objects else {'spawn_region': (0.13, 0.08)}
+            with SimWorld(seed, n_objects=args.objects or None, split='train',
+                          camera_position=pos, camera_orientation=quat,
+                          **(spread or {'spawn_region': tuple(args.spawn)})) as world:
                 for light in args.lighting:
                     world.set_lighting(light)
                     frame = world.render()
@@ -175,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('--lighting', nargs='+', default=['nominal'])
     ap.add_argument('--variants', nargs='+', default=['base'])
     ap.add_argument('--json', default=None)
+    ap.add_argument('--worlds', action='store_true',
+                    help='edge_loop.sim.worlds training worlds instead of --cameras')
+    ap.add_argument('--world-offset', type=int, default=0)
     args = ap.parse_args(argv)
     if args.seed < 300000 or args.seed >= 400000:
         ap.error('tune on training seeds 300000-399999 only')
