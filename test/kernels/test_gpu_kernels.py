@@ -294,3 +294,26 @@ def test_handoff_methods_deliver_the_same_bytes(method):
         assert ledger.per_frame(1)['h2d image'] == 2
     finally:
         h.close()
+
+
+def test_graph_cache_refuses_a_compile_mode_that_captures_its_own_graphs():
+    import torch
+
+    from edge_loop.kernels.gpu.graphs import GraphCache
+
+    with pytest.raises(ValueError, match='reduce-overhead'):
+        GraphCache(torch.device('cpu'), compile_mode='reduce-overhead')
+
+
+def test_decoder_matmul_attention_matches_sdpa():
+    import torch
+
+    from edge_loop.reasoning.decoder import TINY, random_decoder
+
+    dec = random_decoder(TINY, context=32, dtype=torch.float32)
+    toks, pos = torch.tensor([3, 5, 7]), torch.arange(3)
+    ref = dec.forward(toks, pos).clone()
+    dec.reset()
+    dec.attention = 'matmul'
+    out = dec.forward(toks, pos)
+    assert torch.allclose(out, ref, atol=1e-5)
