@@ -51,24 +51,15 @@ from edge_loop.kernels.object_locator import (
 from edge_loop.sim.baselines import mask_centroid_grasp
 from edge_loop.sim.grasp_trial import run_grasp_trial
 from edge_loop.sim.lighting import CONDITION_NAMES
+from edge_loop.sim.scoring import MATCH_RADIUS, match_detections
 from edge_loop.sim.world import SimWorld
 from edge_loop.stats import paired_difference, wilson_interval
 
-MATCH_RADIUS = 0.03   # a detection within 3 cm (x, y) of a visible object's centroid matches it
 
-
-def match(objects, truth):
-    """Greedy one-to-one matching by (x, y) distance; returns (errors 3D, false detections)."""
-    pairs = sorted((np.hypot(*(o.position[:2] - c[:2])), i, j)
-                   for i, o in enumerate(objects) for j, (_, c, _) in enumerate(truth))
-    used_o, used_t, errors = set(), set(), []
-    for d, i, j in pairs:
-        if d > MATCH_RADIUS or i in used_o or j in used_t:
-            continue
-        used_o.add(i)
-        used_t.add(j)
-        errors.append(float(np.linalg.norm(objects[i].position - truth[j][1])))
-    return errors, len(objects) - len(used_o)
+def match(objects, truth) -> tuple[list[float], int]:
+    """(3D errors of matches, false detections): edge_loop.sim.scoring's rule."""
+    errors, false, _ = match_detections(objects, truth)
+    return errors, false
 
 
 def calibrate_rgb_baseline(seeds=range(900000, 900005)) -> RgbBaselineParams:

@@ -48,6 +48,7 @@ from edge_loop.kernels.camera import Extrinsics
 from edge_loop.kernels.grasp_planner import GraspParams, plan_grasp
 from edge_loop.kernels.object_locator import LocatorParams, locate_objects, select_target
 from edge_loop.sim.grasp_trial import execute_grasp
+from edge_loop.sim.scoring import match_detections
 from edge_loop.sim.world import TRAY_FLOOR, SimWorld
 from edge_loop.sim.worlds import (
     DIM_MODELS,
@@ -59,7 +60,6 @@ from edge_loop.sim.worlds import (
 )
 from edge_loop.stats import wilson_interval
 
-MATCH_RADIUS = 0.03   # a detection within 3 cm (x, y) of a visible object's centroid matches it
 RESULTS = Path(__file__).resolve().parent / 'results' / 'worlds'
 SHIPPED_SEED0 = 700_000
 TARGETS = {'success': 0.92, 'success_per_factor': 0.85, 'detected_dim': 0.97,
@@ -99,17 +99,9 @@ def user_parameters(cfg: WorldConfig, hidden: bool = True) -> tuple[LocatorParam
 
 
 def match(objects, truth) -> tuple[list[float], int]:
-    """Greedy one-to-one matching by (x, y) distance: (3D errors of matches, unmatched answers)."""
-    pairs = sorted((np.hypot(*(o.position[:2] - c[:2])), i, j)
-                   for i, o in enumerate(objects) for j, (_, c, _) in enumerate(truth))
-    used_o, used_t, errors = set(), set(), []
-    for d, i, j in pairs:
-        if d > MATCH_RADIUS or i in used_o or j in used_t:
-            continue
-        used_o.add(i)
-        used_t.add(j)
-        errors.append(float(np.linalg.norm(objects[i].position - truth[j][1])))
-    return errors, len(objects) - len(used_o)
+    """(3D errors of matches, false detections): edge_loop.sim.scoring's rule."""
+    errors, false, _ = match_detections(objects, truth)
+    return errors, false
 
 
 def run_scene(seed: int, split: str, hidden: bool = True) -> dict:

@@ -32,9 +32,9 @@ import numpy as np
 
 from edge_loop.kernels.camera import matrix_to_quat
 from edge_loop.kernels.object_locator import DEFAULT_PARAMS, locate_objects
+from edge_loop.sim.scoring import match_detections
 from edge_loop.sim.world import SimWorld
 
-MATCH_RADIUS = 0.03
 COVER = 0.3        # a detection covers an object holding this share of its visible pixels
 
 
@@ -77,18 +77,7 @@ def _variant(name: str):
     return dataclasses.replace(DEFAULT_PARAMS, **changes)
 
 
-def match(objects, truth) -> tuple[list[float], int, set[int]]:
-    """Greedy (x, y) matching: (3D errors, false detections, matched truth labels)."""
-    pairs = sorted((np.hypot(*(o.position[:2] - c[:2])), i, j)
-                   for i, o in enumerate(objects) for j, (_, c, _) in enumerate(truth))
-    used_o, used_t, errors = set(), set(), []
-    for d, i, j in pairs:
-        if d > MATCH_RADIUS or i in used_o or j in used_t:
-            continue
-        used_o.add(i)
-        used_t.add(j)
-        errors.append(float(np.linalg.norm(objects[i].position - truth[j][1])))
-    return errors, len(objects) - len(used_o), {truth[j][0] for j in used_t}
+match = match_detections
 
 
 def merged_count(objects, label: np.ndarray) -> int:
