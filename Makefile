@@ -43,16 +43,19 @@ $(STAMP): requirements.txt requirements-$(ROS_DISTRO).txt setup.py package.xml
 	@touch $@
 
 # The robot's Python packages (Ubuntu 24.04 + apt Jazzy: numpy 1.26, OpenCV 4.6, pinned by
-# constraints-robot.txt): the kernel unit tests in a venv without ROS (docs/robot_install.md).
-# Not a CI leg: it measured several minutes here, over CI's room for it.
+# constraints-robot.txt, installed as docs/robot_install.md says): the kernel unit tests in a
+# venv without ROS. CI runs it after the Jazzy leg. The 3840x2160 sweep cases are left to the
+# main leg and `make verify` (about two minutes of reference time on 2 cores).
 ROBOT_VENV ?= .venv-robot-deps
 test-robot-deps:
 	@test -x $(ROBOT_VENV)/bin/python || $(PYTHON) -m venv $(ROBOT_VENV)
-	$(ROBOT_VENV)/bin/python -m pip install -q -c constraints-robot.txt numpy \
-	  opencv-python-headless onnxruntime pyyaml 'pytest==8.3.5' pytest-timeout
-	$(ROBOT_VENV)/bin/python -c 'import numpy, cv2; print("numpy", numpy.__version__, "OpenCV", cv2.__version__)'
+	$(ROBOT_VENV)/bin/python -m pip install -q -r requirements-robot.txt -c constraints-robot.txt \
+	  numpy opencv-python-headless pyyaml 'pytest==8.3.5' pytest-timeout
+	$(ROBOT_VENV)/bin/python -c 'import numpy, cv2; print("numpy", numpy.__version__, "OpenCV", cv2.__version__); \
+	  assert numpy.__version__.startswith("1.26") and cv2.__version__.startswith("4.6"), "not the robot versions"'
 	PYTHONPATH=$(CURDIR) $(ROBOT_VENV)/bin/python -m pytest test/kernels -p no:cacheprovider \
-	  --ignore=test/kernels/test_deadline.py --ignore=test/kernels/test_grasp_state.py $(PYTEST_ARGS)
+	  --ignore=test/kernels/test_deadline.py \
+	  -k 'not 3840x2160' $(PYTEST_ARGS)
 
 demo: setup
 	$(VENV)/bin/edge-loop demo $(DEMO_ARGS)

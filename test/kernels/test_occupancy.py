@@ -14,7 +14,12 @@ from edge_loop.verify import ops_occupancy as ops
 TOL = {'logodds_atol': 1e-5, 'max_cell_fraction': 0.005}
 
 
-@pytest.mark.parametrize('case', list(ops.cases()), ids=lambda c: c.name)
+# The 3840x2160 float depth case costs about a minute of reference time on 2 cores; the
+# 3840x2160 16UC1 case (the camera's encoding) stays here, the float one runs in `make verify`.
+SWEEP = [c for c in ops.cases() if not (c.name.startswith('3840x2160') and '32FC1' in c.name)]
+
+
+@pytest.mark.parametrize('case', SWEEP, ids=lambda c: c.name)
 def test_deployed_matches_reference_on_the_sweep(case):
     ref = occ.integrate_reference(*case.args, **case.kwargs)
     dep = occ.integrate(*case.args, **case.kwargs)
