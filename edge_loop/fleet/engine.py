@@ -4,8 +4,10 @@
 
 Both paths feed the same stream of items to a :class:`Collector`: ``('frame', bag, record)``
 per replayed frame, then ``('done', bag, frames)`` or ``('bad', bag, kind, reason)`` per bag.
-A Ray task streams its items back as it makes them (a Ray generator; the driver's
-``ray.wait`` loop takes whichever task has one ready). A task whose worker or node dies is
+A Ray task streams its items back in small batches (a Ray generator yielding lists of items,
+:func:`batched`: the first bag at once, then at most ``batch_frames`` frames or ``batch_s``
+seconds of work a batch; the driver's ``ray.wait`` loop takes whichever task has one ready):
+one Ray object per frame cost more than a short bag's replay. A task whose worker or node dies is
 retried by Ray (``max_retries``) and replays its chunk again: the collector keys frames by
 (bag, index) and drops a finished bag's repeats, so nothing is counted twice; a bag is
 complete, and written to the cache, only when every frame up to its ``done`` count is in.
@@ -57,9 +59,35 @@ def _where() -> str:
     return f'{node}:{os.getpid()}'
 
 
-def _chunk_task(chunk: list[tuple[str, str]], params: dict[str, Any]) -> Iterator[tuple]:
-    # The Ray task body (a generator: Ray streams each item back as it is yielded).
-    yield from chunk_items(chunk, params)
+def batched(items: Iterator[tuple], batch_frames: int = 32,
+            batch_s: float = 1.0) -> Iterator[list[tuple]]:
+    """``items`` in lists: each list ends a bag or holds ``batch_frames`` frames or ``batch_s``.
+
+    The first bag's items go out as soon as that bag ends (the driver sees the task work);
+    after that a list goes out once it holds ``batch_frames`` frames or ``batch_s`` seconds
+    have passed since the last one, checked after every item, so a long bag still streams.
+    Every item is in exactly one list, in order: the collector's semantics do not change.
+    """
+    buffer: list[tuple] = []
+    frames = 0
+    first = True
+    last = time.monotonic()
+    for item in items:
+        buffer.append(item)
+        frames += item[0] == 'frame'
+        ends_bag = item[0] != 'frame'
+        if ((first and ends_bag) or frames >= batch_frames
+                or time.monotonic() - last >= batch_s):
+            yield buffer
+            buffer, frames, first, last = [], 0, first and not ends_bag, time.monotonic()
+    if buffer:
+        yield buffer
+
+
+def _chunk_task(chunk: list[tuple[str, str]], params: dict[str, Any],
+                batch: tuple[int, float] = (32, 1.0)) -> Iterator[list[tuple]]:
+    # The Ray task body (a generator: Ray streams each list of items back as it is yielded).
+    yield from batched(chunk_items(chunk, params), *batch)
 
 
 class Collector:
@@ -173,28 +201,30 @@ def run_ray(chunks: list[list[BagRef]], params: dict[str, Any], collector: Colle
                                'retry_exceptions': False}
     if task.get('memory_mb'):
         options['memory'] = int(task['memory_mb']) * 2**20
+    batch = (int(task.get('batch_frames', 32)), float(task.get('batch_s', 1.0)))
     remote = ray.remote(_chunk_task).options(**options)
     params_ref = ray.put(params)
     owner: dict[Any, list[str]] = {}
     for chunk in chunks:
         pairs = [(b.bag_id, b.path) for b in chunk]
-        gen = (remote.remote(pairs, params_ref) if not ship else
+        gen = (remote.remote(pairs, params_ref, batch) if not ship else
                ray.remote(_shipped_chunk_task).options(**options).remote(
-                   [(b.bag_id, _pack_bag(b.path)) for b in chunk], params_ref))
+                   [(b.bag_id, _pack_bag(b.path)) for b in chunk], params_ref, batch))
         owner[gen] = [b.bag_id for b in chunk]
     pending = list(owner)
     while pending:
         ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
         for gen in ready:
             try:
-                item = ray.get(next(gen))
+                items = ray.get(next(gen))
             except StopIteration:
                 continue
             except Exception as exc:  # noqa: BLE001 - retries spent: list the chunk's bags
                 collector.lost(owner[gen], f'task failed after its retries: '
                                            f'{type(exc).__name__}: {str(exc)[:200]}')
                 continue
-            collector.handle(item)
+            for item in items:
+                collector.handle(item)
             pending.append(gen)
     leftover = [b for ids in owner.values() for b in ids if b not in collector.results]
     if leftover:
@@ -210,8 +240,8 @@ def _pack_bag(path: str) -> dict[str, bytes]:
             for f in sorted(root.rglob('*')) if f.is_file()}
 
 
-def _shipped_chunk_task(chunk: list[tuple[str, dict[str, bytes]]],
-                        params: dict[str, Any]) -> Iterator[tuple]:
+def _shipped_chunk_task(chunk: list[tuple[str, dict[str, bytes]]], params: dict[str, Any],
+                        batch: tuple[int, float] = (32, 1.0)) -> Iterator[list[tuple]]:
     # For a cluster without a shared file system: the bags travel with the task.
     with tempfile.TemporaryDirectory(prefix='el_bag_') as tmp:
         pairs = []
@@ -222,7 +252,7 @@ def _shipped_chunk_task(chunk: list[tuple[str, dict[str, bytes]]],
                 (folder / name).parent.mkdir(parents=True, exist_ok=True)
                 (folder / name).write_bytes(data)
             pairs.append((bag_id, str(folder)))
-        yield from chunk_items(pairs, params)
+        yield from batched(chunk_items(pairs, params), *batch)
 
 
 def timed(fn: Callable[[], None]) -> float:

@@ -235,3 +235,22 @@ def test_progress_line_counts_and_eta():
     line = out.getvalue().splitlines()[-1]
     assert '6/10 bags (4 cached, 1 bad)' in line and 'ETA' in line
     assert line.startswith('[' + '#' * 18 + '.')
+
+
+def test_batched_keeps_every_item_in_order_and_streams():
+    from edge_loop.fleet.engine import batched
+
+    items = []
+    for bag in ('a', 'b', 'c'):
+        items += [('frame', bag, {'index': i}) for i in range(3)] + [('done', bag, 3, 'w')]
+    lists = list(batched(iter(items), batch_frames=100, batch_s=60.0))
+    # the first bag at once, the rest together (neither limit reached)
+    assert [len(x) for x in lists] == [4, 8]
+    assert [i for x in lists for i in x] == items
+    # a long bag streams: at most batch_frames frames a list
+    long = [('frame', 'a', {'index': i}) for i in range(10)] + [('bad', 'b', 'corrupt', 'x')]
+    lists = list(batched(iter(long), batch_frames=4, batch_s=60.0))
+    assert [len(x) for x in lists] == [4, 4, 3]
+    assert [i for x in lists for i in x] == long
+    # batch_s 0: every item its own list
+    assert [len(x) for x in batched(iter(items), batch_frames=100, batch_s=0.0)] == [1] * 12
