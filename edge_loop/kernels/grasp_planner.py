@@ -48,10 +48,20 @@ from edge_loop.kernels.object_locator import (
     world_points_reference,
 )
 
+# The locator's min_height is the tray floor plus this margin (5 sigma of the depth noise at
+# 0.75 m): the workspace limit a user sets, from which the planner's floor and obstacle heights
+# follow (:meth:`GraspParams.for_workspace`).
+FLOOR_NOISE_MARGIN = 0.004
+
 
 @dataclass(frozen=True)
 class GraspParams:
-    """Gripper geometry and planner settings (metres)."""
+    """Gripper geometry and planner settings (metres).
+
+    ``floor_height`` and ``obstacle_min_height`` are the workspace's floor: build them from the
+    workspace limit with :meth:`for_workspace` (the defaults are the shipped tray's). The hand
+    is ``max_opening``, ``finger_width``, ``finger_thickness`` and ``pad_half_height``.
+    """
 
     max_opening: float = MAX_OPENING
     finger_width: float = 0.02        # pad width across the closing direction
@@ -72,6 +82,18 @@ class GraspParams:
     centre_weight: float = 0.5        # quality penalty per max_opening of grasp-centroid distance
     max_target_points: int = 1500     # larger segments use every k-th point (raster order)
     max_candidates: int = 20          # ranked candidates returned
+
+    @classmethod
+    def for_workspace(cls, min_height: float, **hand_and_settings) -> GraspParams:
+        """Params whose floor follows the workspace limit ``min_height`` (the locator's).
+
+        Obstacles are what rises above ``min_height``; the tray floor (where the fingertips
+        must stay ``table_margin`` above) is ``min_height`` - :data:`FLOOR_NOISE_MARGIN`. The
+        shipped 0.009 gives the shipped 0.005 / 0.009.
+        """
+        # rounded to 1e-9 m so that 0.009 gives 0.005 bit for bit
+        return cls(floor_height=round(min_height - FLOOR_NOISE_MARGIN, 9),
+                   obstacle_min_height=min_height, **hand_and_settings)
 
 
 DEFAULT_GRASP_PARAMS = GraspParams()

@@ -96,6 +96,14 @@ class GraspPlannerNode(StageNode):
         Param('max_opening', 0.085, 'Largest jaw opening (m)', min=0.01, max=0.3, tier='user'),
         Param('finger_width', 0.02, 'Finger-pad width across the closing direction (m)',
               min=0.001, max=0.1, tier='user'),
+        Param('finger_thickness', 0.012, 'Finger extent along the closing direction (m): the '
+              'footprint kept free of obstacles outside the opening', min=0.001, max=0.1,
+              tier='user'),
+        Param('pad_half_height', 0.015, 'Pad middle (the grasp point) to fingertip (m)',
+              min=0.001, max=0.1, tier='user'),
+        Param('min_height', 0.009, "Workspace floor: the object_locator's min_height (tray floor "
+              '+ 4 mm of depth noise). Points above it are obstacles to the fingers; the '
+              'fingertips stay above the tray floor under it', min=0.0, max=0.2, tier='user'),
         Param('clearance', 0.012, 'Added to the object width on each side (m)', min=0.0,
               max=0.05),
         Param('grasp_depth', 0.015, 'Pad middle below the top of the grasped band (m)',
@@ -128,9 +136,10 @@ class GraspPlannerNode(StageNode):
         check_deployable_or_fail(self, ['grasp_planner'])
         p = self.params
         self._ext = extrinsics_from(p, self)
-        self._gp = GraspParams(max_opening=p['max_opening'], finger_width=p['finger_width'],
-                               clearance=p['clearance'], grasp_depth=p['grasp_depth'],
-                               n_angles=p['n_angles'])
+        self._gp = GraspParams.for_workspace(
+            p['min_height'], max_opening=p['max_opening'], finger_width=p['finger_width'],
+            finger_thickness=p['finger_thickness'], pad_half_height=p['pad_half_height'],
+            clearance=p['clearance'], grasp_depth=p['grasp_depth'], n_angles=p['n_angles'])
         self._frame_id = p['world_frame']
         self._pubs = {
             'grasp': self.create_lifecycle_publisher(PolygonStamped, topics.GRASP, 10),

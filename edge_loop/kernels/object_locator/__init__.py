@@ -145,7 +145,9 @@ from edge_loop.kernels.object_locator.objects import (
 from edge_loop.kernels.object_locator.params import (
     DEFAULT_PARAMS,
     NOMINAL_FX,
+    NOMINAL_RANGE,
     LocatorParams,
+    sizing_intrinsics,
 )
 from edge_loop.kernels.object_locator.reference import (
     locate_objects_reference,
@@ -171,6 +173,8 @@ from edge_loop.kernels.object_locator.targets import (
 
 __all__ = [
     'NOMINAL_FX',
+    'NOMINAL_RANGE',
+    'sizing_intrinsics',
     'LocatorParams',
     'DEFAULT_PARAMS',
     'DetectedObject',

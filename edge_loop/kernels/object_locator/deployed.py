@@ -21,7 +21,11 @@ from edge_loop.kernels.object_locator.objects import (
     check_fill,
     check_inputs,
 )
-from edge_loop.kernels.object_locator.params import DEFAULT_PARAMS, LocatorParams
+from edge_loop.kernels.object_locator.params import (
+    DEFAULT_PARAMS,
+    LocatorParams,
+    sizing_intrinsics,
+)
 from edge_loop.kernels.object_locator.scene import HeightScene, height_scene
 
 
@@ -37,6 +41,7 @@ def locate_objects(color_rgb: np.ndarray | None, depth_m: np.ndarray, intrinsics
     check_inputs(color_rgb, depth_m, intrinsics)
     check_fill(fill, intrinsics)
     scene = scene or height_scene(depth_m, intrinsics, extrinsics)
+    sized = sizing_intrinsics(intrinsics, extrinsics, p)   # object sizes in pixels
     w = intrinsics.width
     height = scene.height
     with np.errstate(invalid='ignore'):
@@ -87,7 +92,7 @@ def locate_objects(color_rgb: np.ndarray | None, depth_m: np.ndarray, intrinsics
             kept, connectivity=4, ltype=cv2.CV_32S)
         piece = pieces.reshape(-1)[crop_idx].astype(np.int64)   # 0 = cut pixel
         size = stats[:, cv2.CC_STAT_AREA]
-        major = size >= p.split_pixels_for(intrinsics)
+        major = size >= p.split_pixels_for(sized)
         major[0] = False
         if major.any():
             # Major pieces grow (4-neighbour steps, the higher rank wins a tie) over the rest
@@ -118,10 +123,10 @@ def locate_objects(color_rgb: np.ndarray | None, depth_m: np.ndarray, intrinsics
             if majors.size > 1:
                 grown = _merge_grown(grown, color_rgb, mask, rows, cols, crop_idx,
                                      near_fg > 0, no_depth, height[r0:r1, c0:c1], r0, c0,
-                                     majors.size, p, intrinsics, height)
+                                     majors.size, p, intrinsics, height, sized)
             g = grown.reshape(-1)[crop_idx].astype(np.int64)
             obj = np.where(g > 0, n_parts + g, obj)
-    min_pixels = p.min_pixels_for(intrinsics)
+    min_pixels = p.min_pixels_for(sized)
     counts = np.bincount(obj)
     big = counts[obj] >= min_pixels
     partial = p.partial_min_pixels_for(intrinsics)

@@ -21,7 +21,11 @@ from edge_loop.kernels.object_locator.objects import (
     _yaw_and_elongation,
     check_inputs,
 )
-from edge_loop.kernels.object_locator.params import DEFAULT_PARAMS, LocatorParams
+from edge_loop.kernels.object_locator.params import (
+    DEFAULT_PARAMS,
+    LocatorParams,
+    sizing_intrinsics,
+)
 from edge_loop.kernels.object_locator.reference import locate_objects_reference
 from edge_loop.kernels.object_locator.scene import HeightScene, height_scene
 
@@ -149,7 +153,7 @@ def merge_over_split(objects: list[DetectedObject], contact_logits: np.ndarray,
     groups: dict[int, list[DetectedObject]] = {}
     for i, o in enumerate(objects):
         groups.setdefault(root(i), []).append(o)
-    min_pixels = params.min_pixels_for(intr)
+    min_pixels = params.min_pixels_for(sizing_intrinsics(intr, ext, params))
     return [g[0] if len(g) == 1 else _merged(g, min_pixels)
             for _, g in sorted(groups.items())]
 

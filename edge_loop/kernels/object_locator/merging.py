@@ -223,8 +223,13 @@ def _merge_grown(grown: np.ndarray, color_rgb: np.ndarray, mask: np.ndarray,
                  rows: np.ndarray, cols: np.ndarray, crop_idx: np.ndarray,
                  near_fg: np.ndarray, no_depth: np.ndarray, height: np.ndarray, r0: int,
                  c0: int, n: int, p: LocatorParams, intr: Intrinsics,
-                 frame_height: np.ndarray) -> np.ndarray:
-    """Region statistics of the grown labels (crop) and :func:`merge_regions` applied."""
+                 frame_height: np.ndarray, sized: Intrinsics | None = None) -> np.ndarray:
+    """Region statistics of the grown labels (crop) and :func:`merge_regions` applied.
+
+    ``sized``: the intrinsics object sizes scale with (:func:`sizing_intrinsics`; ``intr``
+    when None); ``intr`` sizes the blur probes (image pixels).
+    """
+    sized = sized or intr
     f = mask.astype(bool)
     lab = grown.reshape(-1)[crop_idx].astype(np.intp)      # region of each foreground pixel
     px = color_rgb[rows, cols]                             # gathered: any strides
@@ -272,7 +277,7 @@ def _merge_grown(grown: np.ndarray, color_rgb: np.ndarray, mask: np.ndarray,
     near = set()
     candidates = gap_candidates(region_sums, background_sum, p)
     if candidates:
-        gap = p.merge_gap_px_for(intr)
+        gap = p.merge_gap_px_for(sized)
         cells = np.where(f, grown, 0)
         square = np.ones((2 * gap + 1, 2 * gap + 1), np.uint8)
         for i in sorted({i for i, _ in candidates}):
@@ -298,7 +303,7 @@ def _merge_grown(grown: np.ndarray, color_rgb: np.ndarray, mask: np.ndarray,
         hn = np.bincount(lab, unclipped, n + 1)
         hue = ({i: hsum[i] for i in range(1, n + 1)}, {i: int(hn[i]) for i in range(1, n + 1)})
     root = merge_regions(region_sums, {i: int(counts[i]) for i in range(1, n + 1)}, contact,
-                         background_sum, p, intr, near, smooth,
+                         background_sum, p, sized, near, smooth,
                          {i: linear[i] for i in range(1, n + 1)}, linear_background,
                          {i: int(perimeter_px[i]) for i in range(1, n + 1)}, restored, hue)
     lut = np.zeros(n + 1, grown.dtype)

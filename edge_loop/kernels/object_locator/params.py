@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edge_loop.kernels.camera import Intrinsics
+import numpy as np
+
+from edge_loop.kernels.camera import Extrinsics, Intrinsics
 
 NOMINAL_FX = 615.0
+# The object sizes in pixels below were chosen with the shipped camera: fx = 615 (D435 VGA),
+# 0.75 m above the table, straight down, so 0.741 m from the foreground plane (min_height,
+# 9 mm) under it. An object's pixel count goes with (fx / range)^2, not with fx alone.
+NOMINAL_RANGE = 0.741
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,7 @@ class LocatorParams:
     hue_min_level: float = 0.04
     depth_step: float = 0.0055    # height jump (m) between 4-neighbours that cuts as well
                                   # (~4 sigma of the depth noise; between 1 mm steps of 16UC1)
+    size_with_range: bool = True  # object pixel sizes follow the camera's range (sizing_intrinsics)
     min_pixels: int = 80          # at fx = 615 (VGA); scaled by (fx / 615)^2
     split_pixels: int = 30        # a colour piece this big (VGA) is a region of its own
     bridge_px: int = 2            # depth holes within this many pixels connect the foreground
@@ -233,6 +240,28 @@ class LocatorParams:
     def merge_min_contact_for(self, intr: Intrinsics) -> int:
         """Shared border (pixel pairs, grows with fx) two regions need to be merged."""
         return max(1, int(round(self.merge_min_contact * intr.fx / NOMINAL_FX)))
+
+
+
+def sizing_intrinsics(intr: Intrinsics, ext: Extrinsics, p: LocatorParams) -> Intrinsics:
+    """The intrinsics that object sizes in pixels are scaled with, for this camera pose.
+
+    ``intr`` with fx and fy multiplied by ``NOMINAL_RANGE`` / the camera's range to the
+    workspace centre (the middle of ``roi_x`` x ``roi_y`` at ``min_height``): a camera at
+    0.45 m sees an object in (0.741 / 0.45)^2 = 2.7 times the pixels of the shipped one, so
+    ``min_pixels``, ``split_pixels``, the merge sizes and ``merge_gap_px`` (3 cm) are metric
+    sizes whatever the camera's pose. The shipped pose gives ``intr`` itself. Sizes of sensor
+    effects stay in image pixels (``blind_hole_px``, ``partial_min_pixels``, the blur probes).
+    """
+    if not p.size_with_range:
+        return intr
+    centre = np.array([0.5 * (p.roi_x[0] + p.roi_x[1]), 0.5 * (p.roi_y[0] + p.roi_y[1]),
+                       p.min_height])
+    rng = float(np.linalg.norm(centre - np.asarray(ext.translation, np.float64)))
+    k = NOMINAL_RANGE / rng if rng > 1e-6 else 1.0
+    if abs(k - 1.0) < 1e-9:
+        return intr
+    return Intrinsics(intr.fx * k, intr.fy * k, intr.cx, intr.cy, intr.width, intr.height)
 
 
 DEFAULT_PARAMS = LocatorParams()

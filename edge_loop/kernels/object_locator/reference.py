@@ -26,7 +26,11 @@ from edge_loop.kernels.object_locator.objects import (
     check_inputs,
     depth_in_metres,
 )
-from edge_loop.kernels.object_locator.params import DEFAULT_PARAMS, LocatorParams
+from edge_loop.kernels.object_locator.params import (
+    DEFAULT_PARAMS,
+    LocatorParams,
+    sizing_intrinsics,
+)
 from edge_loop.kernels.object_locator.scene import _foreground, world_points_reference
 
 
@@ -121,8 +125,9 @@ def locate_objects_reference(color_rgb: np.ndarray | None, depth_m: np.ndarray,
     conn = fg | (no_depth & near_fg)
     depth_parts = _flood_fill([(int(r), int(c)) for r, c in zip(*np.nonzero(conn))], conn)
     pieces = _flood_fill([q for q in fg_pixels if keep[q]], keep)
-    min_pixels = p.min_pixels_for(intrinsics)
-    split_pixels = p.split_pixels_for(intrinsics)
+    sized = sizing_intrinsics(intrinsics, extrinsics, p)   # object sizes in pixels
+    min_pixels = p.min_pixels_for(sized)
+    split_pixels = p.split_pixels_for(sized)
     piece_of = {q: i for i, piece in enumerate(pieces) for q in piece}
     components = []
     # Major pieces are regions, ranked in raster order of their first pixel over the image.
@@ -182,7 +187,7 @@ def locate_objects_reference(color_rgb: np.ndarray | None, depth_m: np.ndarray,
         for q, rank in grown.items():
             if fg[q]:
                 cells[rank].append(q)
-        gap = p.merge_gap_px_for(intrinsics)
+        gap = p.merge_gap_px_for(sized)
         near = set()
         for i, j in gap_candidates(sums, background_sum, p):
             if cells[i] and cells[j]:
@@ -211,7 +216,7 @@ def locate_objects_reference(color_rgb: np.ndarray | None, depth_m: np.ndarray,
             if smear is not None:
                 restored = {rank: np.clip(linear_sums[rank] + smear[rank], 0.0,
                                           float(counts[rank])) for rank in sums}
-        root = merge_regions(sums, counts, contact, background_sum, p, intrinsics, near,
+        root = merge_regions(sums, counts, contact, background_sum, p, sized, near,
                              smooth, linear_sums, linear_background, perimeter, restored,
                              (hue_sums, hue_counts)
                              if p.merge_hue_veto > 0 or p.merge_hue_join > 0 else None)
