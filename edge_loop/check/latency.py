@@ -86,11 +86,26 @@ def p99(values: Sequence[float]) -> float:
     return float(np.percentile(values, 99)) if len(values) else float('nan')
 
 
+@dataclass(frozen=True)
+class MonitorInWindow:
+    """What the deadline monitor did during the latency window."""
+
+    misses: int                # deadline_miss safe stops for frames of the window
+    controller: str            # pick_controller's state after the window
+
+
 def judge_latency(samples: LatencySamples, budgets: Budgets, scale: float = 1.0,
-                  calibrated: bool = False) -> ItemResult:
-    """Item 1 from one window's samples: every p99 within its (scaled) budget."""
+                  calibrated: bool = False, monitor: MonitorInWindow | None = None,
+                  shared_host: str = '') -> ItemResult:
+    """Item 1 from one window's samples: every p99 within its (scaled) budget.
+
+    ``monitor``: the deadline monitor's misses in the window (a row; the controller taken
+    down fails the item and is named first, since it explains the unanswered frames).
+    ``shared_host``: non-empty when other work loaded the host (said in the fix line).
+    """
     rows = []
     bad = []
+    taken_down = monitor is not None and monitor.controller != 'active'
     min_frames = max(1, int(samples.expected_frames * MIN_FRAME_SHARE))
     figures = [(stage, samples.stages.get(stage, []), budget)
                for stage, budget in budgets.stages.items()]
@@ -108,6 +123,10 @@ def judge_latency(samples: LatencySamples, budgets: Budgets, scale: float = 1.0,
             bad.append(f'{name}: {len(values)} of {samples.expected_frames} frames answered')
         elif not ok:
             bad.append(f'{name} p99 {value:.1f} ms > {limit:.1f} ms')
+    if monitor is not None:
+        rows.append(('deadline monitor', f'{monitor.misses} deadline misses; pick_controller '
+                     f'{monitor.controller} after the window', 'controller stays active',
+                     'NO' if taken_down else 'yes'))
     e2e = p99(samples.end_to_end)
     scaled = f' (budget x{scale:.2f}, calibrated)' if calibrated else ''
     measured = (f'end-to-end p99 {e2e:.1f} ms over {len(samples.end_to_end)} frames; '
@@ -116,11 +135,14 @@ def judge_latency(samples: LatencySamples, budgets: Budgets, scale: float = 1.0,
             'end_to_end': list(samples.end_to_end),
             'budgets': {**{k: v * scale for k, v in budgets.stages.items()},
                         'end-to-end': budgets.end_to_end_ms * scale}}
-    if bad:
-        first = bad[0].split(' ')[0].rstrip(':')
+    if bad or taken_down:
+        first = bad[0].split(' ')[0].rstrip(':') if bad else 'the slowest stage'
+        if taken_down:
+            bad.insert(0, f'the deadline monitor took pick_controller down in the window '
+                       f'({monitor.misses} misses)')
         more = '; ...' if len(bad) > 3 else ''
-        fix = (f'{"; ".join(bad[:3])}{more}: make {first} faster (profile it with make '
-               'bench-vision / bench-occupancy; check nice and cpu_affinity) before '
+        fix = (f'{shared_host}{"; ".join(bad[:3])}{more}: make {first} faster (profile it '
+               'with make bench-vision / bench-occupancy; check nice and cpu_affinity) before '
                'deploying; a budget in '
                "config/pick.yaml is the control period's, not to be raised to pass")
         return ItemResult(1, Status.FAIL, measured + scaled, f'budgets{scaled}', fix=fix,

@@ -63,10 +63,17 @@ def judge_monitor(rec: FaultRecord, budget_ms: float, misses_to_deactivate: int,
                      f'<= {DETECT_LIMIT_MS * scale:.1f} ms', 'yes' if ok else 'NO'))
         if not ok:
             bad.append(f'detection p99 {rec.monitor_detect_p99_ms:.2f} ms')
-    safe = rec.controller_after_fault == 'inactive'
+    # The safe state is shown only by a controller that was active when the fault came.
+    was_active = rec.controller_before_fault == 'active'
+    rows.append(('controller before the fault', f'pick_controller {rec.controller_before_fault}'
+                 + (f' ({rec.prepared})' if rec.prepared else ''), 'active',
+                 'yes' if was_active else 'NO'))
+    if not was_active:
+        bad.append(f'controller {rec.controller_before_fault} before the fault')
+    safe = was_active and rec.controller_after_fault == 'inactive'
     rows.append(('safe state', f'pick_controller {rec.controller_after_fault} after '
                  f'{len(misses)} misses', 'inactive', 'yes' if safe else 'NO'))
-    if not safe:
+    if not safe and was_active:
         bad.append(f'controller {rec.controller_after_fault} after the misses')
     answered = rec.commands_after_recovery
     recovered = (rec.reactivated and rec.controller_after_recovery == 'active'

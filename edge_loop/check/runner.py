@@ -28,6 +28,7 @@ from edge_loop import bringup, stages, topics
 from edge_loop.check import (
     copies,
     environment,
+    host,
     latency,
     lifecycle,
     monitor,
@@ -78,6 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='folder for check.md, check.html and the plots')
     parser.add_argument('--quick', action='store_true',
                         help='150 frames of latency (under a minute); default 900 frames')
+    parser.add_argument('--windows', type=int, default=1, metavar='N',
+                        help='measure item 1 in up to N windows, stopping at the first within '
+                        'every budget (the page shows every window; default 1)')
     parser.add_argument('--calibrate', action='store_true',
                         help='not the target: scale the latency budgets by how much slower '
                         'this machine runs the deployed locator (the page says so)')
@@ -104,6 +108,7 @@ class CheckOptions:
     device: str | None = None
     quick: bool = True
     calibrate: bool = False
+    latency_windows: int = 1               # item 1: up to N windows, the first passing one
     domain_id: int | str | None = None    # 'auto': claimed by run()
     memory_config: Path | None = None
     require: frozenset[int] = frozenset()
@@ -158,6 +163,9 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
                         source='live camera' if opts.live else str(bag),
                         revision=environment.git_revision(SOURCE_ROOT) or '?')
     out = CheckOutcome(items=[], header=header, budgets=budgets)
+    load_before = host.host_load()      # the neighbours' load alone (no graph yet)
+    shared = (f'SHARED HOST ({load_before.text()} before the check started): '
+              if host.is_shared(load_before) else '')
     items: dict[int, ItemResult] = {}
     versions = environment.collect_versions(SOURCE_ROOT)
     items[9] = environment.judge_versions(versions)
@@ -203,15 +211,15 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
         started = session.start()
         say(f'edge-loop check: graph active after {started:.1f} s; measuring latency over '
             f'{mode.frames} frames')
-        arrivals, commands, stamps, sampled = session.latency_window(
-            mode.warmup_commands, mode.frames, timeout_s=60.0 + mode.frames / 10.0)
-        samples = latency.LatencySamples.from_arrivals(
-            arrivals, commands, 'pick_controller', stamps,
-            {'grasp_state': sampled} if 'grasp_state' in session.names else {})
-        items[1] = (latency.judge_latency(samples, budgets, scale, calibrated=opts.calibrate)
-                    if judge_latency else latency.too_slow_to_judge(
-                        slowdown, gates['realtime_judge_max_slowdown']))
+        items[1], samples = measure_latency(session, mode, budgets, scale, opts,
+                                            max(1, opts.latency_windows), shared, say)
+        load_during = host.host_load()
+        header.notes.append(host.header_line(load_before, load_during))
+        if not judge_latency:
+            items[1] = latency.too_slow_to_judge(slowdown,
+                                                 gates['realtime_judge_max_slowdown'])
         out.extra['latency_samples'] = samples
+        out.extra['host_load'] = (load_before, load_during)
 
         # None: the node did not answer get_parameters (a name it lacks is just absent).
         answers = {n: session.get_parameters(n, [
@@ -298,6 +306,51 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
     return out
 
 
+def measure_latency(session: CheckSession, mode: Mode, budgets: latency.Budgets, scale: float,
+                    opts: CheckOptions, windows: int, shared: str,
+                    say: Callable[[str], None]) -> tuple[ItemResult, latency.LatencySamples]:
+    """Item 1: up to ``windows`` latency windows, stopping at the first within every budget.
+
+    Each window is judged with what the deadline monitor did in it; a controller the monitor
+    took down is brought back (``~/reactivate``) and warmed up before the next window. The
+    item says which window it reports and how every earlier one failed.
+    """
+    rec = session.recorder
+    assert rec is not None
+    earlier: list[str] = []
+    warmup = mode.warmup_commands
+    for n in range(1, windows + 1):
+        arrivals, commands, stamps, sampled = session.latency_window(
+            rec.count(topics.ARM_CMD) + warmup if n > 1 else warmup, mode.frames,
+            timeout_s=60.0 + mode.frames / 10.0)
+        samples = latency.LatencySamples.from_arrivals(
+            arrivals, commands, 'pick_controller', stamps,
+            {'grasp_state': sampled} if 'grasp_state' in session.names else {})
+        lo, hi = (stamps[0], stamps[-1]) if stamps else (0, -1)
+        misses = sum(1 for stamp, _, why in session.safe_stops()
+                     if why == 'deadline_miss' and lo <= stamp <= hi)
+        state = session.node_state('pick_controller', 'active')
+        item = latency.judge_latency(samples, budgets, scale, calibrated=opts.calibrate,
+                                     monitor=latency.MonitorInWindow(misses, state),
+                                     shared_host=shared)
+        if windows > 1:
+            item.measured = f'window {n} of up to {windows}: {item.measured}'
+            if earlier:
+                item.rows.insert(0, ('earlier windows', '; '.join(earlier), 'within budget',
+                                     'NO'))
+        if item.status is Status.PASS or n == windows:
+            return item, samples
+        earlier.append(f'{n}: ' + item.fix.split(': make ')[0].removeprefix(shared)[:160])
+        say(f'edge-loop check: latency window {n} failed ({earlier[-1]}); measuring again')
+        if state != 'active':
+            ok, msg = session.reactivate(time.monotonic() + 20.0)
+            say(f'edge-loop check: ~/reactivate before the next window: {msg}')
+            if not ok:
+                return item, samples
+        warmup = mode.warmup_commands // 2
+    raise AssertionError('unreachable')
+
+
 def measure_handoffs(devices: dict[str, str], session: CheckSession
                      ) -> tuple[dict[str, Any], dict[str, str]]:
     """Item 6's handoff of every stage whose device is not the CPU, at the camera's size.
@@ -356,12 +409,15 @@ def options_from_args(args: argparse.Namespace) -> CheckOptions:
             domain = int(domain)
         except ValueError:
             raise ValueError(f"--domain-id {domain!r}: an integer or 'auto'") from None
+    if args.windows < 1:
+        raise ValueError(f'--windows {args.windows}: at least 1')
     require = frozenset(int(x) for x in args.require.replace(' ', '').split(',') if x)
     if not require <= set(range(1, 11)):
         raise ValueError(f'--require {args.require!r}: items are 1..10')
     return CheckOptions(params_file=Path(params_file), out=args.out, bag=args.bag,
                         live=args.live, device=args.device, quick=args.quick,
-                        calibrate=args.calibrate, domain_id=domain,
+                        calibrate=args.calibrate, latency_windows=args.windows,
+                        domain_id=domain,
                         memory_config=args.memory_config, require=require,
                         overrides=parse_overrides(args.set))
 

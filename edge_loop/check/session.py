@@ -43,6 +43,8 @@ class FaultRecord:
     monitor_in_graph: bool
     injected_ns: int = 0
     stops: list[tuple[int, int, str]] = field(default_factory=list)   # (stamp, received, why)
+    controller_before_fault: str = 'unknown'
+    prepared: str = ''       # what it took to have the controller active before the fault
     controller_after_fault: str = 'unknown'
     monitor_detect_p99_ms: float | None = None
     monitor_detect_max_ms: float | None = None
@@ -377,6 +379,20 @@ class CheckSession:
         if self.monitor_in_graph:   # a fault before the monitor enforces would not count
             self.wait(lambda: self.monitor_loop_values().get('enforcing') == 'yes', timeout_s,
                       'the monitor enforcing')
+        rec.controller_before_fault = self.node_state(controller)
+        if self.monitor_in_graph and rec.controller_before_fault != 'active':
+            # Taken down earlier (misses in the latency window): the safe state can only be
+            # shown from an active controller, so the documented recovery comes first.
+            before = rec.controller_before_fault
+            ok, msg = self.reactivate(time.monotonic() + timeout_s)
+            rec.controller_before_fault = self.node_state(controller, 'active')
+            rec.prepared = f'pick_controller was {before} before the fault; ~/reactivate: {msg}'
+            if rec.controller_before_fault != 'active':
+                rec.note = (f'pick_controller was {before} before the fault and the recovery '
+                            f'did not bring it back ({msg})')
+                return rec
+            self.wait(lambda: self.monitor_loop_values().get('enforcing') == 'yes', timeout_s,
+                      'the monitor enforcing')
         rec.injected_ns = time.time_ns()
         # The slowed stage sleeps in its executor: a parameter call waits for one frame.
         call_timeout = 5.0 + 2.0 * delay_ms / 1000.0
@@ -406,14 +422,8 @@ class CheckSession:
         # The documented recovery: the loop healthy again, then the monitor's ~/reactivate.
         # The frame being slowed when the delay was cleared still takes delay_ms: the window
         # grows with it (a calibrated budget on a slow machine scales the delay).
-        deadline = time.monotonic() + timeout_s + 2.0 * delay_ms / 1000.0
-        while time.monotonic() < deadline:
-            ok, msg = self.trigger('/deadline_monitor/reactivate', 10.0)
-            rec.reactivate_message = msg
-            if ok:
-                rec.reactivated = True
-                break
-            time.sleep(0.25)
+        rec.reactivated, rec.reactivate_message = self.reactivate(
+            time.monotonic() + timeout_s + 2.0 * delay_ms / 1000.0)
         rec.recovered_ns = time.time_ns()
         cam = self.recorder.count(topics.CAMERA_INFO)
         self.wait(lambda: self.recorder.count(topics.CAMERA_INFO) >= cam + recover_frames,
@@ -432,6 +442,16 @@ class CheckSession:
                                        if why == 'deadline_miss')
         rec.controller_after_recovery = self.node_state(controller, 'active')
         return rec
+
+    def reactivate(self, deadline: float) -> tuple[bool, str]:
+        """Call the monitor's ``~/reactivate`` until it accepts or ``deadline`` (monotonic)."""
+        ok, msg = False, 'not called'
+        while time.monotonic() < deadline:
+            ok, msg = self.trigger('/deadline_monitor/reactivate', 10.0)
+            if ok:
+                break
+            time.sleep(0.25)
+        return ok, msg
 
     def set_monitor_active(self, active: bool) -> str:
         """Deactivate or activate the deadline monitor behind the manager's back (tests)."""

@@ -82,6 +82,51 @@ def test_latency_with_too_few_answered_frames_fails():
     assert item.status is Status.FAIL and 'end-to-end: 40 of 150 frames answered' in item.fix
 
 
+def test_latency_window_where_the_monitor_took_the_controller_down_fails_saying_so():
+    import numpy as np
+
+    s = _samples(np.random.default_rng(335))
+    s.end_to_end = s.end_to_end[:35]    # the controller stopped answering after 35 frames
+    down = latency.judge_latency(s, BUDGETS, monitor=latency.MonitorInWindow(3, 'inactive'),
+                                 shared_host='SHARED HOST (CPU pressure 90 %): ')
+    assert down.status is Status.FAIL
+    assert down.fix.startswith('SHARED HOST (CPU pressure 90 %): the deadline monitor took '
+                               'pick_controller down in the window (3 misses)'), down.fix
+    assert ('deadline monitor', '3 deadline misses; pick_controller inactive after the window',
+            'controller stays active', 'NO') in down.rows
+    # A miss that did not take the controller down is shown, and the p99s decide.
+    one = latency.judge_latency(_samples(np.random.default_rng(336)), BUDGETS,
+                                monitor=latency.MonitorInWindow(1, 'active'))
+    assert one.status is Status.PASS and one.rows[-1][1].startswith('1 deadline misses')
+
+
+def test_host_load_reads_proc_and_says_when_the_host_is_shared(tmp_path):
+    from edge_loop.check import host
+
+    psi = tmp_path / 'cpu'
+    psi.write_text('some avg10=89.88 avg60=61.39 avg300=36.43 total=6188356306\n'
+                   'full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n')
+    stat = tmp_path / 'stat'
+    stat.write_text('cpu  1756853 146653 361988 5827390 4654 0 3568 19003 0 0\ncpu0 1 2 3\n')
+    assert host.pressure_total_us(psi) == 6188356306
+    assert host.pressure_total_us(tmp_path / 'absent') is None
+    assert host.cpu_times(stat) == (1756853 + 146653 + 361988 + 3568 + 19003,
+                                    1756853 + 146653 + 361988 + 5827390 + 4654 + 3568 + 19003)
+    still = host.host_load(0.01, stat, psi)        # nothing moved: 0 % busy, no stall
+    assert still.busy_pct == 0.0 and still.pressure_pct == 0.0
+    busy = host.HostLoad(2, 93.0, 88.0, 7.1)
+    quiet = host.HostLoad(2, 4.0, 1.0, 0.3)
+    assert host.is_shared(busy) and not host.is_shared(quiet)
+    assert host.header_line(busy, quiet).endswith('SHARED HOST: other work used the CPUs, '
+                                                  'the latency figures include its share')
+    assert host.header_line(quiet, busy) == (
+        'host before the graph started: CPUs 4 % busy, CPU pressure 1 %, load 0.3 on 2 cores; '
+        'after the latency window (the graph running): CPUs 93 % busy, CPU pressure 88 %, '
+        'load 7.1 on 2 cores')
+    real = host.host_load(0.05)
+    assert real.cores >= 1 and 0.0 <= real.busy_pct <= 100.0
+
+
 def test_latency_samples_from_arrivals_take_the_controllers_own_share():
     stamps = [1_000_000_000, 1_066_000_000]
     arrivals = {'object_locator': {stamps[0]: stamps[0] + 10_000_000},
@@ -228,7 +273,8 @@ def test_cli_knows_check():
 
 def _fault(**kw) -> FaultRecord:
     base = dict(stage='grasp_planner', delay_ms=132.0, monitor_in_graph=True,
-                injected_ns=0, controller_after_fault='inactive', monitor_detect_p99_ms=0.5,
+                injected_ns=0, controller_before_fault='active',
+                controller_after_fault='inactive', monitor_detect_p99_ms=0.5,
                 monitor_detect_max_ms=0.7, cleared_ns=2_000_000_000, reactivated=True,
                 reactivate_message="'pick_controller' reactivated", recovered_ns=3_000_000_000,
                 controller_after_recovery='active', commands_after_recovery=28,
@@ -256,6 +302,21 @@ def test_disabled_or_late_monitor_fails_item_2():
     stuck = monitor.judge_monitor(_fault(reactivated=False, controller_after_recovery='inactive'),
                                   66.0, 3)
     assert stuck.status is Status.FAIL and 'did not recover' in stuck.fix
+
+
+def test_a_controller_already_down_does_not_show_the_safe_state():
+    # The monitor had taken the controller down in the latency window and the recovery
+    # before the fault failed: "inactive after the fault" proves nothing, item 2 fails.
+    down = monitor.judge_monitor(_fault(controller_before_fault='inactive'), 66.0, 3)
+    assert down.status is Status.FAIL
+    assert 'controller inactive before the fault' in down.fix
+    assert ('safe state', 'pick_controller inactive after 3 misses', 'inactive', 'NO') in down.rows
+    # Brought back first by the documented recovery: judged as usual, and the page says so.
+    back = monitor.judge_monitor(_fault(prepared="pick_controller was inactive before the "
+                                        "fault; ~/reactivate: 'pick_controller' reactivated"),
+                                 66.0, 3)
+    assert back.status is Status.PASS, back.fix
+    assert 'was inactive before the fault' in back.rows[2][1]
 
 
 def test_settings_that_did_not_take_effect_fail_item_8():

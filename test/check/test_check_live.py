@@ -16,7 +16,7 @@ import warnings
 import pytest
 
 from edge_loop import bringup
-from edge_loop.check import latency, monitor
+from edge_loop.check import host, latency, monitor
 from edge_loop.check.items import Status
 from edge_loop.check.runner import CheckOptions, run_check
 
@@ -60,8 +60,11 @@ def test_quick_check_passes_and_injected_faults_fail_the_right_items(ros_domain,
             rec, outcome.budgets.end_to_end_ms * outcome.scale, 3, outcome.scale)
         injected['reactivate'] = session.set_monitor_active(True)
 
+    # Three latency windows at most, as the replay regression test allows three replays; the
+    # page shows every window.
     opts = CheckOptions(params_file=bringup.default_params_file(), out=tmp_path / 'page',
-                        quick=True, calibrate=True, domain_id=ros_domain[0])
+                        quick=True, calibrate=True, latency_windows=3,
+                        domain_id=ros_domain[0])
     outcome = run_check(opts, hook=disabled_monitor)
     page = outcome.files['markdown'].read_text()
     print(page)
@@ -85,19 +88,19 @@ def test_quick_check_passes_and_injected_faults_fail_the_right_items(ros_domain,
     assert injected['reactivate'] == ''
     # Calibrated: the header says so, before anything else.
     assert page.splitlines()[2].startswith('**CALIBRATED, NOT THE TARGET: latency budgets x')
-    # The graph's items were measured and passed.
-    for n in (2, 3, 4, 7, 8, 9):
-        assert by[n].status is Status.PASS, f'item {n}: {by[n].measured} -> {by[n].fix}'
-    # Latency was measured on enough frames; its verdict is the judge's on those samples.
-    # Whether a shared CI machine meets even the scaled budgets in one window is the replay
-    # regression test's question (it allows three replays): here a miss is reported loudly.
+    # The graph's items were measured and passed. Latency (1) and the recovery (2) are judged
+    # strictly unless other work kept the CPUs busy before the check began (a developer's
+    # shared VM; never a CI job between its tests): then a failure is a loud warning naming
+    # the load the page measured.
+    before, _ = outcome.extra['host_load']
     samples = outcome.extra['latency_samples']
-    assert by[1].status in (Status.PASS, Status.FAIL), by[1].measured
-    assert samples.expected_frames >= 140 and len(samples.end_to_end) >= 10, by[1].measured
-    assert by[1].status is latency.judge_latency(samples, outcome.budgets, outcome.scale,
-                                                 True).status
-    if by[1].status is Status.FAIL:
-        warnings.warn(f'item 1 failed on this machine: {by[1].fix}', stacklevel=1)
+    assert samples.expected_frames >= 140, by[1].measured
+    for n in (1, 2, 3, 4, 7, 8, 9):
+        if by[n].status is not Status.PASS and n in (1, 2) and host.is_shared(before):
+            warnings.warn(f'item {n} failed on a shared host ({before.text()}): {by[n].fix}',
+                          stacklevel=1)
+            continue
+        assert by[n].status is Status.PASS, f'item {n}: {by[n].measured} -> {by[n].fix}'
     # Items 5 and 6 depend on optional modules: never PASS without a measurement.
     for n in (5, 6):
         assert by[n].status is Status.PASS or by[n].measured.startswith('not measured')

@@ -1,0 +1,95 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""How busy the host was: the page's header line that tells a loaded machine from a slow loop.
+
+Latency (item 1) and the recovery of item 2 measure the graph *and* whatever else runs on
+the host. Just before the graph starts, the check samples the host for one second: the share
+of the CPUs that was busy (``/proc/stat``) and the CPU pressure (Linux PSI,
+``/proc/pressure/cpu``: the share of that second in which some runnable task waited for a
+core); again right after the latency window. Before the graph, that is the neighbours' load
+alone (the check itself sleeps); after, it includes the graph's seven processes. Nothing
+here changes a verdict: the page says how loaded the host was, so a reader (or a test on a
+shared machine) can tell "the loop is too slow" from "the host was busy".
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# Busy share of the CPUs before the graph above this: the host is shared with other work (a
+# robot's computer is not, nor a CI job between its tests); a latency failure says so.
+SHARED_BUSY_PCT = 25.0
+
+
+@dataclass(frozen=True)
+class HostLoad:
+    """One second of the host's load."""
+
+    cores: int
+    busy_pct: float               # share of all CPUs busy (user, nice, system, irq)
+    pressure_pct: float | None    # PSI cpu 'some' over the same second; None without PSI
+    load1: float = 0.0            # 1-minute load average at the end (for the record)
+
+    def text(self) -> str:
+        """'CPUs 93 % busy, CPU pressure 88 %, load 7.1 on 2 cores'."""
+        out = f'CPUs {self.busy_pct:.0f} % busy'
+        if self.pressure_pct is not None:
+            out += f', CPU pressure {self.pressure_pct:.0f} %'
+        return out + f', load {self.load1:.1f} on {self.cores} cores'
+
+
+def cpu_times(stat: Path = Path('/proc/stat')) -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs, None where /proc/stat cannot be read."""
+    try:
+        fields = [int(x) for x in stat.read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)   # idle + iowait
+    total = sum(fields[:8])                                     # guest is in user already
+    return total - idle, total
+
+
+def pressure_total_us(path: Path = Path('/proc/pressure/cpu')) -> int | None:
+    """PSI ``some total`` of the CPU (microseconds stalled), None without PSI."""
+    try:
+        for line in path.read_text().splitlines():
+            if line.startswith('some'):
+                fields = dict(f.split('=', 1) for f in line.split()[1:] if '=' in f)
+                return int(fields['total'])
+    except (OSError, ValueError, KeyError):
+        return None
+    return None
+
+
+def host_load(seconds: float = 1.0, stat: Path = Path('/proc/stat'),
+              pressure: Path = Path('/proc/pressure/cpu')) -> HostLoad:
+    """The host's load over the next ``seconds`` (this process sleeps meanwhile)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (
+        os.cpu_count() or 1)
+    t0, c0, p0 = time.monotonic(), cpu_times(stat), pressure_total_us(pressure)
+    time.sleep(seconds)
+    t1, c1, p1 = time.monotonic(), cpu_times(stat), pressure_total_us(pressure)
+    busy = (100.0 * (c1[0] - c0[0]) / max(1, c1[1] - c0[1])) if c0 and c1 else 0.0
+    stalled = (100.0 * (p1 - p0) / max(1.0, (t1 - t0) * 1e6)
+               if p0 is not None and p1 is not None else None)
+    return HostLoad(cores, busy, None if stalled is None else min(100.0, stalled),
+                    os.getloadavg()[0])
+
+
+def is_shared(before: HostLoad) -> bool:
+    """Other work kept the CPUs busy before the graph started."""
+    return before.busy_pct > SHARED_BUSY_PCT
+
+
+def header_line(before: HostLoad, during: HostLoad | None) -> str:
+    """The page's header line about the host's load."""
+    line = f'host before the graph started: {before.text()}'
+    if during is not None:
+        line += f'; after the latency window (the graph running): {during.text()}'
+    if is_shared(before):
+        line += (' - SHARED HOST: other work used the CPUs, the latency figures include '
+                 'its share')
+    return line
