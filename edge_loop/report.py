@@ -8,6 +8,7 @@ colour image; the tactile trace shows opening and finger forces around the last 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,30 @@ def tactile_plot(path: Path, tactile: list[tuple[float, float, float, float]],
     plt.close(fig)
 
 
+def check_page_line(report_folder: Path, check_dir: Path = Path('reports/check')) -> str:
+    """The report's line about the deployment checklist (``make check``, docs/check.md).
+
+    Links the newest check page with its verdict, when and on which revision it ran, and
+    whether it was calibrated (not the target); where there is none, says how to make it.
+    """
+    page = Path(check_dir) / 'check.md'
+    if not page.is_file():
+        return ('No deployment checklist yet: run `make check` on the target before deploying '
+                f'(docs/check.md); it writes {page}.')
+    text = page.read_text().splitlines()
+    verdict = next((line.strip('*') for line in text if line.startswith(('**PASS', '**FAIL'))),
+                   'no verdict (an unfinished page)')
+    host = next((line for line in text if line.startswith('host ')), '')
+    revision = next((line.split()[1] for line in text if line.startswith('edge_loop ')), '?')
+    calibrated = any(line.startswith('**CALIBRATED') for line in text)
+    link = os.path.relpath(page.resolve(), Path(report_folder).resolve())
+    when = host.split(', ')[1] if host.count(', ') >= 2 else 'unknown time'
+    return (f'[Last `make check` page]({link}): **{verdict.split(":")[0]}** '
+            f'({verdict.split(": ", 1)[-1] if ":" in verdict else verdict}), {when}, edge_loop '
+            f'{revision}' + (', calibrated on a machine that is not the target' if calibrated
+                             else '') + '.')
+
+
 def write_report(folder: Path, table: str, episodes: list[Any], obs: Any, e2e_budget: float,
                  stage_budgets: dict[str, float]) -> Path:
     """Write README.md and the PNGs; return the README path."""
@@ -143,13 +168,7 @@ def write_report(folder: Path, table: str, episodes: list[Any], obs: Any, e2e_bu
     if obs.tactile:
         tactile_plot(folder / 'tactile.png', obs.tactile, obs.grasp_states)
         lines += ['', '## Tactile trace of the last grasp', '', '![tactile](tactile.png)']
-    # The deployment checklist (make check, docs/check.md) is the page to read before a robot
-    # runs this loop; link the newest one next to the report when there is one.
-    check = folder.parent / 'check' / 'check.md'
-    lines += ['', '## Deployment checklist', '', (
-        '[the last `make check` page](../check/check.md)' if check.exists() else
-        'Run `make check` on the target before deploying (docs/check.md): it writes '
-        'reports/check/check.md.')]
+    lines += ['', '## Deployment checklist', '', check_page_line(folder)]
     path = folder / 'README.md'
     path.write_text('\n'.join(lines) + '\n')
     return path
