@@ -240,6 +240,45 @@ def test_gpu_loop_step_on_cpu_gives_the_stages_outputs_and_moves_nothing():
     assert ledger.per_frame(2) == {}   # on the CPU every handoff is a view
 
 
+def test_graphed_loop_step_on_cpu_matches_the_stages_and_its_ledger():
+    from edge_loop.kernels.gpu.loop import GraphedLoopStep, segnet_input_t
+    from edge_loop.kernels.gpu.segnet import torch_segnet
+    from edge_loop.kernels.object_locator.model_inputs import prepare_inputs
+
+    f = scene(320, 240, seed=7, n_boxes=5, depth_encoding='16UC1')
+    intr, ext = f.intrinsics, f.extrinsics
+    objs = locate_objects(f.color, f.depth, intr, ext)
+    target = objs[rank_targets(objs)[0]]
+    step = GraphedLoopStep('cpu', intr, ext, segnet_model=torch_segnet('cpu'))
+    ref_mapper = occ.OccupancyMapper()
+    for i in range(2):   # the occupancy state carries over frames
+        step.load(f.color, f.depth, target.points)
+        step.ledger.reset()
+        grasps = step()
+        np.testing.assert_array_equal(step.host_out['grid'].numpy(),
+                                      ref_mapper.update(f.depth, intr, ext), err_msg=f'{i}')
+    ref = gloc.pixel_masks_reference(f.color, f.depth, intr, ext)
+    np.testing.assert_array_equal(
+        gloc.unpack_mask(step.host_out['fg_bits'].numpy(), (240, 320)), ref.fg)
+    np.testing.assert_array_equal(
+        gloc.unpack_mask(step.host_out['cut_bits'].numpy(), (240, 320)), ref.cut)
+    best = plan_grasp(f.depth, intr, ext, target=target)[0]
+    assert grasps and grasps[0].yaw == pytest.approx(best.yaw)
+    assert np.allclose(grasps[0].center, best.center, atol=2e-3)
+    # segnet's input built on the device = the locator's numpy input (colour within 1/255)
+    x = segnet_input_t(torch.from_numpy(f.color), step.out['locator'][0]).numpy()
+    x_ref = prepare_inputs(f.color, ref.height)
+    np.testing.assert_allclose(x[:, 3:], x_ref[:, 3:], atol=1e-5)
+    assert np.abs(x[:, :3] - x_ref[:, :3]).max() <= 1 / 255 + 1e-6
+    assert step.host_out['segnet_logits'].shape == (1, 2, 60, 80)
+    # one upload per input, no image back
+    per = step.ledger.per_frame(1)
+    assert per['h2d color image'] == per['h2d depth image'] == 1
+    assert not any(k.startswith('d2h') and 'image' in k for k in per)
+    step.load(f.color, f.depth, None)
+    assert step() == []
+
+
 def test_ledger_counts_by_direction_and_kind():
     ledger = CopyLedger()
     ledger.note('h2d', 640 * 480 * 3)
