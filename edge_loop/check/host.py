@@ -7,7 +7,9 @@ the host. Just before the graph starts, the check samples the host for one secon
 of the CPUs that was busy (``/proc/stat``) and the CPU pressure (Linux PSI,
 ``/proc/pressure/cpu``: the share of that second in which some runnable task waited for a
 core); again right after the latency window. Before the graph, that is the neighbours' load
-alone (the check itself sleeps); after, it includes the graph's seven processes. Nothing
+alone (the check itself sleeps); after, it includes the graph's seven processes. Work at a
+positive nice (``nice -n 19`` benchmarks) is counted apart: the graph's processes at nice 0
+take the CPUs from it, so only the rest makes the host "shared". Nothing
 here changes a verdict: the page says how loaded the host was, so a reader (or a test on a
 shared machine) can tell "the loop is too slow" from "the host was busy".
 """
@@ -19,8 +21,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# Busy share of the CPUs before the graph above this: the host is shared with other work (a
-# robot's computer is not, nor a CI job between its tests); a latency failure says so.
+# Busy share of the CPUs at nice <= 0 before the graph above this: the host is shared with
+# other work (a robot's computer is not, nor a CI job between its tests); a latency failure
+# then says so.
 SHARED_BUSY_PCT = 25.0
 
 
@@ -30,26 +33,32 @@ class HostLoad:
 
     cores: int
     busy_pct: float               # share of all CPUs busy (user, nice, system, irq)
+    niced_pct: float              # of which processes at a positive nice (user time)
     pressure_pct: float | None    # PSI cpu 'some' over the same second; None without PSI
     load1: float = 0.0            # 1-minute load average at the end (for the record)
 
+    @property
+    def unniced_pct(self) -> float:
+        """Busy share of work at nice <= 0 (what competes with the graph as an equal)."""
+        return max(0.0, self.busy_pct - self.niced_pct)
+
     def text(self) -> str:
-        """'CPUs 93 % busy, CPU pressure 88 %, load 7.1 on 2 cores'."""
-        out = f'CPUs {self.busy_pct:.0f} % busy'
+        """'CPUs 93 % busy (60 % at nice > 0), CPU pressure 88 %, load 7.1 on 2 cores'."""
+        out = f'CPUs {self.busy_pct:.0f} % busy ({self.niced_pct:.0f} % at nice > 0)'
         if self.pressure_pct is not None:
             out += f', CPU pressure {self.pressure_pct:.0f} %'
         return out + f', load {self.load1:.1f} on {self.cores} cores'
 
 
-def cpu_times(stat: Path = Path('/proc/stat')) -> tuple[int, int] | None:
-    """(busy, total) jiffies of all CPUs, None where /proc/stat cannot be read."""
+def cpu_times(stat: Path = Path('/proc/stat')) -> tuple[int, int, int] | None:
+    """(busy, niced, total) jiffies of all CPUs, None where /proc/stat cannot be read."""
     try:
         fields = [int(x) for x in stat.read_text().splitlines()[0].split()[1:]]
     except (OSError, ValueError, IndexError):
         return None
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)   # idle + iowait
     total = sum(fields[:8])                                     # guest is in user already
-    return total - idle, total
+    return total - idle, fields[1], total
 
 
 def pressure_total_us(path: Path = Path('/proc/pressure/cpu')) -> int | None:
@@ -72,16 +81,18 @@ def host_load(seconds: float = 1.0, stat: Path = Path('/proc/stat'),
     t0, c0, p0 = time.monotonic(), cpu_times(stat), pressure_total_us(pressure)
     time.sleep(seconds)
     t1, c1, p1 = time.monotonic(), cpu_times(stat), pressure_total_us(pressure)
-    busy = (100.0 * (c1[0] - c0[0]) / max(1, c1[1] - c0[1])) if c0 and c1 else 0.0
+    span = max(1, c1[2] - c0[2]) if c0 and c1 else 1
+    busy = 100.0 * (c1[0] - c0[0]) / span if c0 and c1 else 0.0
+    niced = 100.0 * (c1[1] - c0[1]) / span if c0 and c1 else 0.0
     stalled = (100.0 * (p1 - p0) / max(1.0, (t1 - t0) * 1e6)
                if p0 is not None and p1 is not None else None)
-    return HostLoad(cores, busy, None if stalled is None else min(100.0, stalled),
+    return HostLoad(cores, busy, niced, None if stalled is None else min(100.0, stalled),
                     os.getloadavg()[0])
 
 
 def is_shared(before: HostLoad) -> bool:
-    """Other work kept the CPUs busy before the graph started."""
-    return before.busy_pct > SHARED_BUSY_PCT
+    """Other work at nice <= 0 kept the CPUs busy before the graph started."""
+    return before.unniced_pct > SHARED_BUSY_PCT
 
 
 def header_line(before: HostLoad, during: HostLoad | None) -> str:

@@ -110,19 +110,20 @@ def test_host_load_reads_proc_and_says_when_the_host_is_shared(tmp_path):
     stat.write_text('cpu  1756853 146653 361988 5827390 4654 0 3568 19003 0 0\ncpu0 1 2 3\n')
     assert host.pressure_total_us(psi) == 6188356306
     assert host.pressure_total_us(tmp_path / 'absent') is None
-    assert host.cpu_times(stat) == (1756853 + 146653 + 361988 + 3568 + 19003,
+    assert host.cpu_times(stat) == (1756853 + 146653 + 361988 + 3568 + 19003, 146653,
                                     1756853 + 146653 + 361988 + 5827390 + 4654 + 3568 + 19003)
     still = host.host_load(0.01, stat, psi)        # nothing moved: 0 % busy, no stall
     assert still.busy_pct == 0.0 and still.pressure_pct == 0.0
-    busy = host.HostLoad(2, 93.0, 88.0, 7.1)
-    quiet = host.HostLoad(2, 4.0, 1.0, 0.3)
-    assert host.is_shared(busy) and not host.is_shared(quiet)
+    busy = host.HostLoad(2, 93.0, 20.0, 88.0, 7.1)
+    quiet = host.HostLoad(2, 4.0, 0.0, 1.0, 0.3)
+    niced = host.HostLoad(2, 99.0, 97.0, 95.0, 6.0)     # nice -n 19 benchmarks only
+    assert host.is_shared(busy) and not host.is_shared(quiet) and not host.is_shared(niced)
     assert host.header_line(busy, quiet).endswith('SHARED HOST: other work used the CPUs, '
                                                   'the latency figures include its share')
     assert host.header_line(quiet, busy) == (
-        'host before the graph started: CPUs 4 % busy, CPU pressure 1 %, load 0.3 on 2 cores; '
-        'after the latency window (the graph running): CPUs 93 % busy, CPU pressure 88 %, '
-        'load 7.1 on 2 cores')
+        'host before the graph started: CPUs 4 % busy (0 % at nice > 0), CPU pressure 1 %, '
+        'load 0.3 on 2 cores; after the latency window (the graph running): CPUs 93 % busy '
+        '(20 % at nice > 0), CPU pressure 88 %, load 7.1 on 2 cores')
     real = host.host_load(0.05)
     assert real.cores >= 1 and 0.0 <= real.busy_pct <= 100.0
 
