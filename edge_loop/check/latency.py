@@ -137,7 +137,8 @@ def judge_latency(samples: LatencySamples, budgets: Budgets, scale: float = 1.0,
                         'end-to-end': budgets.end_to_end_ms * scale}}
     if bad or taken_down:
         first = bad[0].split(' ')[0].rstrip(':') if bad else 'the slowest stage'
-        if taken_down:
+        if taken_down:   # unanswered frames follow from it: name the slowest upstream stage
+            first = _worst(samples, budgets, scale).split(' at ')[0]
             bad.insert(0, f'the deadline monitor took pick_controller down in the window '
                        f'({monitor.misses} misses)')
         more = '; ...' if len(bad) > 3 else ''
