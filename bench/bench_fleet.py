@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """edge-loop regress at scale: Ray's overhead over a serial replay, and scaling with workers.
 
-1. Overhead: ``--bags`` short bags (2 frames each) replayed serially in this process and
-   through a local Ray cluster (``--workers`` CPUs, cluster start and stop included),
-   alternated serial, Ray, serial, Ray (``--pairs`` pairs) because the machine is shared:
-   each pair's ratio Ray / serial is reported, not one run of each. Both runs replay the same
-   bags with the cache off and write no report.
+1. Overhead: ``--bags`` short bags (2 frames each) replayed serially in this process, through
+   a local Ray cluster of one worker and one of ``--workers`` (cluster start and stop
+   included), ``--rounds`` rounds of the three in rotated order because the machine is
+   shared; the ratios are taken within a round, their median with a bootstrap interval and
+   the range over the rounds. One worker against one process is Ray's overhead, ``--workers``
+   against one process the speed-up. Every run replays the same bags with the cache off and
+   writes no report.
 2. Scaling: a simulated cluster on this machine (``ray.cluster_utils.Cluster``: a head
    without CPUs and N one-CPU worker nodes, N = 1 .. ``--nodes``); the throughput (bags/s,
    cluster start excluded) of ``--scale-bags`` bags with N workers.
@@ -61,28 +63,64 @@ def timed_regress(bags: Path, address: str, workers: int | None = None) -> tuple
     return time.perf_counter() - t0, report
 
 
-def overhead(bags: Path, pairs: int, workers: int) -> dict:
-    """Serial / Ray pairs, alternated."""
+def _bootstrap_median(values: list[float], n: int = 10_000, seed: int = 0
+                      ) -> tuple[float, float]:
+    """95 % bootstrap interval of the median of ``values`` (resampled with replacement)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    data = np.asarray(values, float)
+    medians = np.median(rng.choice(data, size=(n, len(data)), replace=True), axis=1)
+    return float(np.percentile(medians, 2.5)), float(np.percentile(medians, 97.5))
+
+
+def _stats(values: list[float]) -> dict:
+    import numpy as np
+
+    lo, hi = _bootstrap_median(values)
+    return {'median': round(float(np.median(values)), 3), 'min': round(min(values), 3),
+            'max': round(max(values), 3), 'boot95': [round(lo, 3), round(hi, 3)],
+            'values': [round(v, 3) for v in values]}
+
+
+def overhead(bags: Path, reps: int, workers: int) -> dict:
+    """Serial (one process), Ray with one worker, Ray with ``workers``: ``reps`` rounds.
+
+    Each round runs the three once, in an order rotated round by round (S R1 RN, R1 RN S,
+    RN S R1, ...) so that a drift of the machine's load does not favour one of them; the
+    ratios are taken within a round. One Ray worker against one process is the overhead;
+    ``workers`` against one process is the speed-up.
+    """
+    arms = ['serial', 'ray1', f'ray{workers}']
     rows = []
     reference = None
-    for i in range(pairs):
-        t_serial, r_serial = timed_regress(bags, 'serial')
-        t_ray, r_ray = timed_regress(bags, 'local', workers)
-        same = merge.without_timing(r_serial) == merge.without_timing(r_ray)
-        reference = reference or merge.without_timing(r_serial)
-        replay_serial, replay_ray = r_serial['run']['replay_s'], r_ray['run']['replay_s']
-        rows.append({'pair': i, 'serial_s': round(t_serial, 2), 'ray_s': round(t_ray, 2),
-                     'ratio': round(t_ray / t_serial, 3),
-                     'ray_start_s': round(r_ray['run']['start_s'], 2),
-                     'serial_replay_s': round(replay_serial, 2),
-                     'ray_replay_s': round(replay_ray, 2),
-                     'replay_ratio': round(replay_ray / replay_serial, 3),
-                     'reports_identical': same, 'load_1min': os.getloadavg()[0]})
-        print(f'pair {i}: serial {t_serial:.1f} s, Ray ({workers} workers) {t_ray:.1f} s '
-              f'(start {r_ray["run"]["start_s"]:.1f} s), ratio {t_ray / t_serial:.3f}; '
-              f'replay only {replay_ray / replay_serial:.3f}; identical reports: {same}, '
-              f'load {os.getloadavg()[0]:.1f}', flush=True)
-    return {'workers': workers, 'pairs': rows,
+    for i in range(reps):
+        order = arms[i % 3:] + arms[:i % 3]
+        row: dict = {'round': i, 'order': order}
+        for arm in order:
+            load_before = os.getloadavg()[0]
+            address = 'serial' if arm == 'serial' else 'local'
+            n = None if arm == 'serial' else int(arm[3:])
+            seconds, report = timed_regress(bags, address, n)
+            body = merge.without_timing(report)
+            reference = reference or body
+            row[arm] = {'s': round(seconds, 2), 'replay_s': round(report['run']['replay_s'], 2),
+                        'start_s': round(report['run']['start_s'], 2),
+                        'identical': body == reference,
+                        'load_before': round(load_before, 2),
+                        'load_after': round(os.getloadavg()[0], 2)}
+            print(f'round {i} {arm}: {seconds:.1f} s (replay {report["run"]["replay_s"]:.1f} s, '
+                  f'start {report["run"]["start_s"]:.1f} s), identical {body == reference}, '
+                  f'load {load_before:.2f} -> {os.getloadavg()[0]:.2f}', flush=True)
+        for arm in arms[1:]:
+            row[f'{arm}/serial'] = round(row[arm]['s'] / row['serial']['s'], 3)
+            row[f'{arm}/serial replay'] = round(row[arm]['replay_s'] / row['serial']['replay_s'],
+                                                3)
+        rows.append(row)
+        print(f"round {i}: ray1/serial {row['ray1/serial']}, "
+              f"{arms[2]}/serial {row[arms[2] + '/serial']}", flush=True)
+    ratios = {key: _stats([r[key] for r in rows]) for key in rows[0] if '/serial' in key}
+    return {'workers': workers, 'rounds': rows, 'ratios': ratios, 'arms': arms,
             'frames': reference['summary']['frames'] if reference else 0}
 
 
@@ -123,15 +161,27 @@ def summary_md(result: dict) -> str:
     lines = ['# edge-loop regress benchmark', '',
              f"{result['bags']} bags ({result['unique']} recorded scenes, hard-linked copies), "
              f"{o['frames']} frames; host {result['host']}, {result['cores']} cores "
-             f"(shared with other sessions: see the load column).", '',
-             f"## Ray ({o['workers']} workers, local cluster start included) vs serial", '',
-             '| pair | serial s | Ray s | Ray / serial | of it Ray start s | replay only: '
-             'serial s | Ray s | Ray / serial | reports identical | load |',
-             '|---|---|---|---|---|---|---|---|---|---|']
-    lines += [f"| {r['pair']} | {r['serial_s']} | {r['ray_s']} | {r['ratio']} | "
-              f"{r['ray_start_s']} | {r['serial_replay_s']} | {r['ray_replay_s']} | "
-              f"{r['replay_ratio']} | {r['reports_identical']} | {r['load_1min']:.1f} |"
-              for r in o['pairs']]
+             f"(shared with other sessions: see the load columns); commit {result.get('commit')}.",
+             '']
+    if o.get('rounds'):
+        arms = o['arms']
+        lines += [f"## Serial (one process) vs a local Ray cluster (1 and {o['workers']} workers, "
+                  'cluster start and stop included), rounds in rotated order', '',
+                  '| round | order | ' + ' | '.join(f'{a} s (replay s)' for a in arms)
+                  + ' | ray1 / serial | ' + f'{arms[2]} / serial | load 1-min before each |'
+                  + ' reports identical |',
+                  '|---|---|' + '---|' * len(arms) + '---|---|---|---|']
+        for r in o['rounds']:
+            lines.append(
+                f"| {r['round']} | {' '.join(r['order'])} | "
+                + ' | '.join(f"{r[a]['s']} ({r[a]['replay_s']})" for a in arms)
+                + f" | {r['ray1/serial']} | {r[arms[2] + '/serial']} | "
+                + ' '.join(f"{r[a]['load_before']:.2f}" for a in r['order']) + ' | '
+                + str(all(r[a]['identical'] for a in arms)) + ' |')
+        lines += ['', '| ratio | median | 95 % bootstrap of the median | min - max |',
+                  '|---|---|---|---|']
+        lines += [f"| {k} | {v['median']} | {v['boot95'][0]} - {v['boot95'][1]} | "
+                  f"{v['min']} - {v['max']} |" for k, v in o['ratios'].items()]
     if result.get('scaling'):
         lines += ['', f"## Simulated cluster ({result['scale_bags']} bags, start excluded)", '',
                   '| worker nodes | s | bags/s | load |', '|---|---|---|---|']
@@ -140,12 +190,25 @@ def summary_md(result: dict) -> str:
     return '\n'.join(lines) + '\n'
 
 
+def _commit() -> str:
+    import subprocess
+
+    try:
+        head = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(['git', 'status', '--porcelain', 'edge_loop'],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return 'unknown'
+    return head + (' (edge_loop/ has uncommitted changes)' if dirty else '')
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point (make bench-fleet)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--bags', type=int, default=1000)
     parser.add_argument('--unique', type=int, default=40)
-    parser.add_argument('--pairs', type=int, default=2)
+    parser.add_argument('--rounds', type=int, default=3)
     parser.add_argument('--workers', type=int, default=os.cpu_count())
     parser.add_argument('--nodes', type=int, default=4)
     parser.add_argument('--scale-bags', type=int, default=200)
@@ -160,9 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f'bag set {bags}: {time.perf_counter() - t0:.1f} s', flush=True)
     result = {'bags': args.bags, 'unique': args.unique, 'host': platform.node(),
               'cores': os.cpu_count(), 'python': sys.version.split()[0],
-              'overhead': ({'workers': args.workers, 'pairs': [], 'frames': 0}
+              'commit': _commit(),
+              'overhead': ({'workers': args.workers, 'rounds': [], 'frames': 0}
                            if args.skip_overhead else
-                           overhead(bags, args.pairs, args.workers))}
+                           overhead(bags, args.rounds, args.workers))}
     if not args.skip_scaling:
         small = make_bag_set(args.workdir, args.scale_bags, args.unique)
         result['scale_bags'] = args.scale_bags

@@ -3,7 +3,7 @@
 """``edge-loop regress BAGS...``: replay many bags (on Ray), merge, compare with a baseline.
 
 Exit codes: 0 no regression, 1 a regression beyond config/fleet.yaml's tolerances (or a bad
-bag with ``fail_on_bad_bags``), 2 a usage error (no bags, graph mode, unreadable baseline).
+bag with ``fail_on_bad_bags``), 2 a usage error (no bags, unknown mode, unreadable baseline).
 """
 
 from __future__ import annotations
@@ -16,10 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-GRAPH_MODE_REFUSAL = (
-    'graph mode (the node graph per task on its own ROS_DOMAIN_ID) is not built yet: '
-    'edge-loop regress replays in fast mode only (the kernels in lock-step, --mode fast). '
-    'The full graph replay of a few bags is test/ros/test_replay_regression.py (make test-ros).')
+MODES = ('fast', 'graph')
 
 
 def load_config(path: Path | None = None) -> dict[str, Any]:
@@ -43,8 +40,8 @@ def regress(inputs: list[str | Path], *, out: Path | None, address: str = 'local
     from edge_loop.fleet.replay import default_params
     from edge_loop.fleet.sharding import discover, shards
 
-    if mode != 'fast':
-        raise ValueError(GRAPH_MODE_REFUSAL)
+    if mode not in MODES:
+        raise ValueError(f'mode {mode!r} not one of {", ".join(MODES)}')
     cfg = config or load_config()
     old = _load_baseline(baseline) if baseline is not None else None
     t0 = time.perf_counter()
@@ -67,13 +64,15 @@ def regress(inputs: list[str | Path], *, out: Path | None, address: str = 'local
     if progress:
         bar = report_mod.Progress(len(bags), cached=len(bags) - len(todo))
         collector.on_bag = bar.bag
-    task = cfg['task']
+    task = dict(cfg['task'])
+    if mode == 'graph':
+        task.update(cfg.get('graph_task') or {})
     n_workers = workers or os.cpu_count() or 1
     started = False
     t_start = t_replay = time.perf_counter()
     try:
         if todo and address == 'serial':
-            engine.run_serial(shards(todo, 1, task['max_chunk']), params, collector)
+            engine.run_serial(shards(todo, 1, task['max_chunk']), params, collector, mode)
         elif todo:
             temp = (out / 'ray') if out is not None else None
             started = engine.ray_init(address, n_workers if address == 'local' else None, temp)
@@ -84,7 +83,7 @@ def regress(inputs: list[str | Path], *, out: Path | None, address: str = 'local
                 n_workers = int(ray.cluster_resources().get('CPU', n_workers))
             engine.run_ray(shards(todo, n_workers, task['max_chunk'],
                                   task.get('chunks_per_worker', 4)), params, collector,
-                           task=task, ship=ship)
+                           task=task, ship=ship, mode=mode)
     finally:
         t_end = time.perf_counter()
         if bar is not None:
@@ -151,8 +150,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='an earlier run (its --out folder or report.json) to compare with')
     parser.add_argument('--out', type=Path, default=Path('reports/regress'),
                         help='report folder (default reports/regress)')
-    parser.add_argument('--mode', choices=('fast', 'graph'), default='fast',
-                        help='fast: the kernels in lock-step; graph: not built (refused)')
+    parser.add_argument('--mode', choices=MODES, default='fast',
+                        help='fast: the kernels in lock-step; graph: the node graph in '
+                             'lock-step, one per bag on a ROS domain of its own (slower)')
     parser.add_argument('--workers', type=int, default=None,
                         help='CPUs of the local cluster (default: all cores)')
     parser.add_argument('--cache', type=Path, default=default_cache_dir(),
@@ -168,9 +168,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``edge-loop regress``."""
-    if args.mode == 'graph':
-        print(f'edge-loop regress: {GRAPH_MODE_REFUSAL}', file=sys.stderr)
-        return 2
     cfg = load_config(args.config)
     try:
         report, _ = regress(args.bags, out=args.out, address=args.address,

@@ -24,20 +24,32 @@ from pathlib import Path
 from typing import Any
 
 from edge_loop.fleet.cache import ResultCache
+from edge_loop.fleet.graph import GraphError, replay_graph_frames
 from edge_loop.fleet.replay import BadBagError, replay_frames
 from edge_loop.fleet.sharding import BagRef
 
 
-def chunk_items(chunk: list[tuple[str, str]], params: dict[str, Any]) -> Iterator[tuple]:
-    """The item stream of one chunk of (bag id, path): frames, then done or bad, per bag."""
+def chunk_items(chunk: list[tuple[str, str]], params: dict[str, Any],
+                mode: str = 'fast') -> Iterator[tuple]:
+    """The item stream of one chunk of (bag id, path): frames, then done or bad, per bag.
+
+    ``mode`` 'fast' replays through the kernels, 'graph' through the node graph
+    (:mod:`edge_loop.fleet.graph`: a graph per bag, on a ROS domain of its own).
+    """
     for bag_id, path in chunk:
         frames = 0
+        claim: dict[str, Any] = {}
         try:
-            for record in replay_frames(path, params):
+            records = (replay_graph_frames(path, params, claim) if mode == 'graph' else
+                       replay_frames(path, params))
+            for record in records:
                 yield ('frame', bag_id, record)
                 frames += 1
         except BadBagError as exc:
             yield ('bad', bag_id, exc.kind, exc.reason)
+            continue
+        except GraphError as exc:
+            yield ('bad', bag_id, 'graph', str(exc))
             continue
         except Exception as exc:  # noqa: BLE001 - a kernel crash on one bag fails that bag
             yield ('bad', bag_id, 'error', f'replay raised {type(exc).__name__}: {exc}')
@@ -46,7 +58,10 @@ def chunk_items(chunk: list[tuple[str, str]], params: dict[str, Any]) -> Iterato
             yield ('bad', bag_id, 'schema', 'no complete camera frame (colour, depth and '
                    'camera_info of one stamp) in the bag')
         else:
-            yield ('done', bag_id, frames, _where())
+            where = _where()
+            if 'domain' in claim:
+                where += f":domain{claim['domain']}"
+            yield ('done', bag_id, frames, where)
 
 
 def _where() -> str:
@@ -85,9 +100,10 @@ def batched(items: Iterator[tuple], batch_frames: int = 32,
 
 
 def _chunk_task(chunk: list[tuple[str, str]], params: dict[str, Any],
-                batch: tuple[int, float] = (32, 1.0)) -> Iterator[list[tuple]]:
+                batch: tuple[int, float] = (32, 1.0),
+                mode: str = 'fast') -> Iterator[list[tuple]]:
     # The Ray task body (a generator: Ray streams each list of items back as it is yielded).
-    yield from batched(chunk_items(chunk, params), *batch)
+    yield from batched(chunk_items(chunk, params, mode), *batch)
 
 
 class Collector:
@@ -166,10 +182,10 @@ class Collector:
 
 
 def run_serial(chunks: list[list[BagRef]], params: dict[str, Any],
-               collector: Collector) -> None:
+               collector: Collector, mode: str = 'fast') -> None:
     """Every chunk in this process, one after the other."""
     for chunk in chunks:
-        for item in chunk_items([(b.bag_id, b.path) for b in chunk], params):
+        for item in chunk_items([(b.bag_id, b.path) for b in chunk], params, mode):
             collector.handle(item)
 
 
@@ -192,7 +208,7 @@ def ray_init(address: str, num_cpus: int | None, temp_dir: Path | None) -> bool:
 
 
 def run_ray(chunks: list[list[BagRef]], params: dict[str, Any], collector: Collector, *,
-            task: dict[str, Any], ship: bool = False) -> None:
+            task: dict[str, Any], ship: bool = False, mode: str = 'fast') -> None:
     """Every chunk as a Ray generator task; items handled as they arrive (needs ray.init)."""
     import ray
 
@@ -207,9 +223,9 @@ def run_ray(chunks: list[list[BagRef]], params: dict[str, Any], collector: Colle
     owner: dict[Any, list[str]] = {}
     for chunk in chunks:
         pairs = [(b.bag_id, b.path) for b in chunk]
-        gen = (remote.remote(pairs, params_ref, batch) if not ship else
+        gen = (remote.remote(pairs, params_ref, batch, mode) if not ship else
                ray.remote(_shipped_chunk_task).options(**options).remote(
-                   [(b.bag_id, _pack_bag(b.path)) for b in chunk], params_ref, batch))
+                   [(b.bag_id, _pack_bag(b.path)) for b in chunk], params_ref, batch, mode))
         owner[gen] = [b.bag_id for b in chunk]
     pending = list(owner)
     while pending:
@@ -241,7 +257,8 @@ def _pack_bag(path: str) -> dict[str, bytes]:
 
 
 def _shipped_chunk_task(chunk: list[tuple[str, dict[str, bytes]]], params: dict[str, Any],
-                        batch: tuple[int, float] = (32, 1.0)) -> Iterator[list[tuple]]:
+                        batch: tuple[int, float] = (32, 1.0),
+                        mode: str = 'fast') -> Iterator[list[tuple]]:
     # For a cluster without a shared file system: the bags travel with the task.
     with tempfile.TemporaryDirectory(prefix='el_bag_') as tmp:
         pairs = []
@@ -252,7 +269,7 @@ def _shipped_chunk_task(chunk: list[tuple[str, dict[str, bytes]]], params: dict[
                 (folder / name).parent.mkdir(parents=True, exist_ok=True)
                 (folder / name).write_bytes(data)
             pairs.append((bag_id, str(folder)))
-        yield from batched(chunk_items(pairs, params), *batch)
+        yield from batched(chunk_items(pairs, params, mode), *batch)
 
 
 def timed(fn: Callable[[], None]) -> float:

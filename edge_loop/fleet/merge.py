@@ -110,7 +110,8 @@ def merge(results: dict[str, dict[str, Any]], worst: int = 10) -> dict[str, Any]
     all_frames = [f for r in good for f in r['frames']]
     latency = {}
     for stage in STAGES:
-        values = [f['timing'][stage] for f in all_frames if 'timing' in f]
+        # graph mode times the lock-step cycle only (total_ms), not every kernel
+        values = [f['timing'][stage] for f in all_frames if stage in f.get('timing', {})]
         if values:
             p50, p90, p99 = percentiles(values, (50, 90, 99))
             latency[stage] = {'p50': round(p50, 3), 'p90': round(p90, 3), 'p99': round(p99, 3),

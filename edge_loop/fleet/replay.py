@@ -140,15 +140,27 @@ def _frame_record(index: int, stamp: int, parts: dict[str, Any], ext: Extrinsics
     grid = mapper.update(depth, intr, ext)
     t3 = time.perf_counter()
     detected = np.array([o.position for o in objects], np.float64).reshape(-1, 3)
+    corners = grasp_rectangle(grasps[0]) if grasps else None
+    timing = {'locator_ms': _round((t1 - t0) * 1e3, 3), 'grasp_ms': _round((t2 - t1) * 1e3, 3),
+              'occupancy_ms': _round((t3 - t2) * 1e3, 3),
+              'total_ms': _round((t3 - t0) * 1e3, 3)}
+    return judge_frame(index, stamp, parts, detected, corners, grid, intr, ext, gates, timing)
+
+
+def judge_frame(index: int, stamp: int, parts: dict[str, Any], detected: np.ndarray,
+                corners: np.ndarray | None, grid: np.ndarray | None, intr: Intrinsics,
+                ext: Extrinsics, gates: dict[str, Any],
+                timing: dict[str, float]) -> dict[str, Any]:
+    """One frame's record from what the loop answered (objects, grasp rectangle, grid).
+
+    Shared by fast mode (the kernels' outputs) and graph mode (the nodes' messages), so both
+    are judged by the same code against the bag's ground truth in ``parts``.
+    """
+    detected = np.asarray(detected, np.float64).reshape(-1, 3)
     record: dict[str, Any] = {
         'index': index, 'stamp_ns': stamp,
         'detected': [[_round(v) for v in p] for p in detected],
-        'grasp': None, 'truth': 'objects' in parts,
-        'timing': {'locator_ms': _round((t1 - t0) * 1e3, 3),
-                   'grasp_ms': _round((t2 - t1) * 1e3, 3),
-                   'occupancy_ms': _round((t3 - t2) * 1e3, 3),
-                   'total_ms': _round((t3 - t0) * 1e3, 3)}}
-    corners = grasp_rectangle(grasps[0]) if grasps else None
+        'grasp': None, 'truth': 'objects' in parts, 'timing': timing}
     if corners is not None:
         record['grasp'] = [[_round(v) for v in c] for c in corners]
     if 'objects' in parts:
@@ -167,7 +179,8 @@ def _frame_record(index: int, stamp: int, parts: dict[str, Any], ext: Extrinsics
         truth_grid = np.asarray(msg.data, np.int8).reshape(msg.info.height,
                                                            msg.info.width) >= 50
         record['occupancy_iou'] = (_round(regression.iou(grid >= 50, truth_grid))
-                                   if grid.shape == truth_grid.shape else None)
+                                   if grid is not None and grid.shape == truth_grid.shape
+                                   else None)
     return record
 
 

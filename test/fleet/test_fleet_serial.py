@@ -213,7 +213,8 @@ def test_cli_writes_report_and_fails_on_regression(tmp_path, capsys):
     assert code == 1
     assert 'REGRESSION dim_s801' in capsys.readouterr().out
     assert 'Against the baseline' in (tmp_path / 'new' / 'report.md').read_text()
-    assert cli.run(cli_args([str(bags), '--mode', 'graph'])) == 2
+    with pytest.raises(ValueError, match='mode'):
+        cli.regress([bags], out=None, address='serial', mode='slow', progress=False)
 
 
 def cli_args(argv):
