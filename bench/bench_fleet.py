@@ -83,13 +83,15 @@ def _stats(values: list[float]) -> dict:
             'values': [round(v, 3) for v in values]}
 
 
-def overhead(bags: Path, reps: int, workers: int) -> dict:
+def overhead(bags: Path, reps: int, workers: int,
+             partial: Path | None = None) -> dict:
     """Serial (one process), Ray with one worker, Ray with ``workers``: ``reps`` rounds.
 
     Each round runs the three once, in an order rotated round by round (S R1 RN, R1 RN S,
     RN S R1, ...) so that a drift of the machine's load does not favour one of them; the
     ratios are taken within a round. One Ray worker against one process is the overhead;
-    ``workers`` against one process is the speed-up.
+    ``workers`` against one process is the speed-up. With ``partial``, the rounds so far are
+    written there (JSON) after each round, so a run cut short keeps them.
     """
     arms = ['serial', 'ray1', f'ray{workers}']
     rows = []
@@ -119,6 +121,9 @@ def overhead(bags: Path, reps: int, workers: int) -> dict:
         rows.append(row)
         print(f"round {i}: ray1/serial {row['ray1/serial']}, "
               f"{arms[2]}/serial {row[arms[2] + '/serial']}", flush=True)
+        if partial is not None:
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(json.dumps(rows, indent=1) + '\n')
     ratios = {key: _stats([r[key] for r in rows]) for key in rows[0] if '/serial' in key}
     return {'workers': workers, 'rounds': rows, 'ratios': ratios, 'arms': arms,
             'frames': reference['summary']['frames'] if reference else 0}
@@ -226,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
               'commit': _commit(),
               'overhead': ({'workers': args.workers, 'rounds': [], 'frames': 0}
                            if args.skip_overhead else
-                           overhead(bags, args.rounds, args.workers))}
+                           overhead(bags, args.rounds, args.workers,
+                                    args.out / 'rounds_partial.json'))}
     if not args.skip_scaling:
         small = make_bag_set(args.workdir, args.scale_bags, args.unique)
         result['scale_bags'] = args.scale_bags
