@@ -117,8 +117,8 @@ def test_host_load_reads_proc_and_says_when_the_host_is_shared(tmp_path):
     assert still.busy_pct == 0.0 and still.pressure_pct == 0.0
     busy = host.HostLoad(2, 93.0, 20.0, 88.0, 7.1)
     quiet = host.HostLoad(2, 4.0, 0.0, 1.0, 0.3)
-    niced = host.HostLoad(2, 99.0, 97.0, 95.0, 6.0)     # nice -n 19 benchmarks only
-    assert host.is_shared(busy) and not host.is_shared(quiet) and not host.is_shared(niced)
+    niced = host.HostLoad(2, 99.0, 97.0, 95.0, 6.0)     # niced work in others' cgroups
+    assert host.is_shared(busy) and not host.is_shared(quiet) and host.is_shared(niced)
     assert host.header_line(busy, quiet).endswith('SHARED HOST: other work used the CPUs, '
                                                   'the latency figures include its share')
     assert host.header_line(quiet, busy) == (
