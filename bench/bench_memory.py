@@ -16,10 +16,18 @@ Phases (each writes its part of the JSON as soon as it ends, so a cut run keeps 
 5. ``soak``: frames plus decode requests of varying prompt length, sampling the allocator
    (reserved - allocated, largest free block), with and without expandable_segments.
 
-The loop step is edge_loop.memory.loop_step.RepresentativeStep, a stand-in for the GPU
-stages (issue 31's kernels did not exist when this ran), and is labelled so in the results.
+The loop step (``--loop-step``): ``graphed`` is issue 31's verified kernels as
+edge_loop.kernels.gpu.loop.GraphedLoopStep (locator masks, occupancy, grasp table, segnet;
+every graph captured before a decoder exists); ``representative`` the stand-in of the first
+runs (edge_loop.memory.loop_step), labelled so; ``kernels`` the eager gpu_loop_step.
+6. ``audit`` (with ``graphed``): the loop over a bag's frames (``--bag-npz``, made by
+   ``bench/placement_replay.py export``): copies per frame (ledger and CUDA profiler),
+   allocations per frame, results against the deployed CPU kernels.
 
     python3 bench/bench_memory.py --out $OUT                   # H200, about 9 min
+    python3 bench/bench_memory.py --loop-step graphed --formats fp16 --decode-compile default \
+        --attention matmul --window-s 6 --phases loop,interference,audit,soak --soak-s 300 \
+        --soak-variants default --out $OUT                     # the real loop, about 9 min
     python3 bench/bench_memory.py --device cpu --preset tiny --context 256 --window-s 1 \
         --soak-s 2 --out /tmp/m                                # CPU check of the script
     python3 bench/plot_memory.py bench/results/memory_h200.json docs/memory   # the plots
@@ -178,10 +186,54 @@ class KernelsLoopStep:
         return self.result
 
 
+class GraphedKernelsStep:
+    """Issue 31's verified kernels as :class:`~edge_loop.kernels.gpu.loop.GraphedLoopStep`.
+
+    The four GPU stages (locator masks, occupancy update, grasp table, segnet) on a VGA scene
+    of 5 boxes, each a CUDA graph captured when this is built (before any decoder exists),
+    the locator's target fixed (its CPU tail is not part of the GPU loop).
+    """
+
+    label = ('edge_loop.kernels.gpu.loop.GraphedLoopStep (issue 31 kernels: locator masks, '
+             'occupancy, grasp table, segnet fp32), VGA scene of 5 boxes, graphs captured '
+             'before the decoder starts')
+
+    def __init__(self, device: torch.device) -> None:
+        from edge_loop.kernels.gpu.loop import GraphedLoopStep
+        from edge_loop.kernels.gpu.segnet import torch_segnet
+        from edge_loop.kernels.object_locator import locate_objects, rank_targets
+        from edge_loop.verify.sweeps import scene
+
+        self.device = device
+        base = scene(640, 480, seed=7, n_boxes=5, depth_encoding='16UC1')
+        objs = locate_objects(base.color, base.depth, base.intrinsics, base.extrinsics)
+        self.step = GraphedLoopStep(device, base.intrinsics, base.extrinsics,
+                                    segnet_model=torch_segnet(device))
+        self.step.load(base.color, base.depth, objs[rank_targets(objs)[0]].points)
+        self.stage_names = self.step.stage_names
+        self.n_events = len(self.stage_names) + 3
+
+    def perturb(self, generator: torch.Generator) -> None:
+        """A few depth pixels change per frame (the host slot the transport writes)."""
+        k = 1 + int(torch.randint(0, 8, (1,), generator=generator))
+        self.step.host_in['depth'][0, :k] = 700 + k
+
+    def timed(self, events: list) -> Any:
+        return self.step(events)
+
+    def nbytes(self) -> dict[str, int]:
+        return self.step.nbytes()
+
+    def __call__(self) -> Any:
+        return self.step()
+
+
 def make_loop_step(args: argparse.Namespace, device: torch.device) -> Any:
     """The loop step to measure: ours (representative) or issue 31's kernels."""
     if args.loop_step == 'kernels':
         return KernelsLoopStep(device)
+    if args.loop_step == 'graphed':
+        return GraphedKernelsStep(device)
     step = RepresentativeStep(device=device)
     step.fill_frame(torch.Generator().manual_seed(0))
     return step
@@ -282,6 +334,8 @@ def run_loop(step: RepresentativeStep, seconds: float, hz: float, deadline_ms: f
     t_end = time.perf_counter() + seconds
     next_t = time.perf_counter()
     ctx = torch.cuda.stream(stream) if cuda and stream is not None else None
+    if hasattr(step, 'stage_names'):
+        return run_graphed_loop(step, seconds, hz, deadline_ms, stream, samples)
     while time.perf_counter() < t_end:
         step.host_depth[0, : 1 + int(torch.randint(0, 8, (1,), generator=gen))] = 0.7
         t0 = time.perf_counter()
@@ -318,6 +372,48 @@ def run_loop(step: RepresentativeStep, seconds: float, hz: float, deadline_ms: f
         else:
             next_t = time.perf_counter()
     return {'stages_ms': {k: pct(v) for k, v in stages.items()}, 'end_to_end_ms': pct(e2e),
+            'deadline_ms': deadline_ms, 'deadline_misses': int(sum(x > deadline_ms for x in e2e)),
+            'frames': len(e2e)}
+
+
+def run_graphed_loop(step: GraphedKernelsStep, seconds: float, hz: float, deadline_ms: float,
+                     stream: Any = None, samples: list[float] | None = None) -> dict[str, Any]:
+    """:func:`run_loop` for a step of CUDA-graphed stages: each stage timed by device events.
+
+    End to end = host wall time from the frame's start (the slot written) to the ranked
+    grasps on the host (upload, every stage, download, the host's ranking).
+    """
+    dev = step.device
+    cuda = dev.type == 'cuda'
+    names = ('upload', *step.stage_names, 'download')
+    stages: dict[str, list[float]] = {k: [] for k in names}
+    e2e: list[float] = []
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(step.n_events)] if cuda else None
+    gen = torch.Generator().manual_seed(3)
+    period = 1.0 / hz
+    t_end = time.perf_counter() + seconds
+    next_t = time.perf_counter()
+    ctx = torch.cuda.stream(stream) if cuda and stream is not None else contextlib.nullcontext()
+    with ctx:
+        while time.perf_counter() < t_end:
+            step.perturb(gen)
+            t0 = time.perf_counter()
+            step.timed(ev) if cuda else step()
+            e2e.append((time.perf_counter() - t0) * 1e3)
+            if samples is not None:
+                samples.append(e2e[-1])
+            if cuda:
+                for i, name in enumerate(names):
+                    stages[name].append(ev[i].elapsed_time(ev[i + 1]))
+            next_t += period
+            delay = next_t - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            else:
+                next_t = time.perf_counter()
+    gpu = [sum(v) for v in zip(*(stages[n] for n in step.stage_names), strict=True)]
+    return {'stages_ms': {k: pct(v) for k, v in stages.items()},
+            'gpu_stages_total_ms': pct(gpu), 'end_to_end_ms': pct(e2e),
             'deadline_ms': deadline_ms, 'deadline_misses': int(sum(x > deadline_ms for x in e2e)),
             'frames': len(e2e)}
 
@@ -360,12 +456,37 @@ def decoder_flags(args: argparse.Namespace) -> list[str]:
 
 
 def phase_interference(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """The loop alone and beside a decoder generating continuously, side by side in one run.
+
+    Order: the loop step is built first (a graphed step captures all its graphs here, before
+    any decoder exists), warmed, then: decoder alone; loop alone; the decoder in this process
+    (loop on a default / high-priority stream; token pacing); loop alone again (drift); the
+    decoder freed and one second process generating (free-running; paced) while the loop runs;
+    loop alone at the end.
+    """
     step = make_loop_step(args, device)
+    for _ in range(50 if device.type == 'cuda' else 2):
+        step()
+    sync(device)
     out: dict[str, Any] = {'label': getattr(step, 'label', LOOP_LABEL),
-                           'decoder_format': args.formats[0]}
+                           'decoder_format': args.formats[0],
+                           'switch_interval_s': sys.getswitchinterval()}
     hi, lo = make_stream(device, True), make_stream(device, False)
-    dec, runner, _ = build_decoder(args, args.formats[0], device, stream=lo)
+    dec, runner, info = build_decoder(args, args.formats[0], device, stream=lo)
     runner.tokens_per_second(8)
+    out['decoder'] = {k: info[k] for k in ('weights_bytes', 'kv_cache_bytes', 'graph_pool_bytes',
+                                           'compile_mode', 'attention')}
+    out['decoder_alone_tokens_per_s_graph'] = runner.tokens_per_second(args.tokens)
+    thread = DecoderThread(runner, 0.0)
+    thread.start()
+    time.sleep(3.0)
+    thread.stop_flag.set()
+    thread.join()
+    out['decoder_alone_thread_tokens_per_s'] = thread.tokens / max(thread.seconds, 1e-9)
+    log('decoder alone: graph', f'{out["decoder_alone_tokens_per_s_graph"]:.1f}',
+        'thread', f'{out["decoder_alone_thread_tokens_per_s"]:.1f} tok/s')
+    out['loop_alone_before'] = run_loop(step, args.window_s, args.loop_hz, args.deadline_ms, hi)
+    log('loop alone (high priority):', json.dumps(out['loop_alone_before']['end_to_end_ms']))
     for name, loop_stream, pace in (('same_process_default_priority', make_stream(device, False),
                                      0.0),
                                     ('same_process_high_priority', hi, 0.0),
@@ -381,40 +502,171 @@ def phase_interference(args: argparse.Namespace, device: torch.device) -> dict[s
         out[name] = res
         log(f'{name}: e2e', json.dumps(res['end_to_end_ms']),
             f'tok/s {res["decoder_tokens_per_s"]:.1f}')
+    out['loop_alone_after'] = run_loop(step, args.window_s, args.loop_hz, args.deadline_ms, hi)
     release(dec, runner)
-    del dec, runner
+    del dec, runner, thread
     release()
-    for name, pace in (('second_process', 0.0), ('second_process_paced', args.pace_tps)):
-        proc = subprocess.Popen(worker_command(args, args.formats[0], args.window_s + 2.0, pace),
-                                stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(worker_command(args, args.formats[0], 0.0, 0.0),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
         line = proc.stdout.readline()
         while line and not line.startswith('READY'):
             line = proc.stdout.readline()
-        time.sleep(0.5)
-        res = run_loop(step, args.window_s, args.loop_hz, args.deadline_ms, hi)
-        rest = proc.communicate(timeout=120)[0]
-        worker = json.loads(rest.strip().splitlines()[-1])
-        res['decoder_tokens_per_s'] = worker['tokens_per_s']
-        res['pace_tps'] = pace
-        out[name] = res
-        log(f'{name}: e2e', json.dumps(res['end_to_end_ms']),
-            f'tok/s {res["decoder_tokens_per_s"]:.1f}')
+        for name, pace in (('second_process', 0.0), ('second_process_paced', args.pace_tps)):
+            proc.stdin.write(f'start {pace}\n')
+            proc.stdin.flush()
+            time.sleep(0.5)
+            res = run_loop(step, args.window_s, args.loop_hz, args.deadline_ms, hi)
+            proc.stdin.write('stop\n')
+            proc.stdin.flush()
+            worker_res = json.loads(proc.stdout.readline())
+            res['decoder_tokens_per_s'] = worker_res['tokens_per_s']
+            res['pace_tps'] = pace
+            out[name] = res
+            log(f'{name}: e2e', json.dumps(res['end_to_end_ms']),
+                f'tok/s {res["decoder_tokens_per_s"]:.1f}')
+        proc.stdin.write('quit\n')
+        proc.stdin.flush()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out['loop_alone_end'] = run_loop(step, args.window_s, args.loop_hz, args.deadline_ms, hi)
+    out['ratios_vs_alone_before'] = ratios(out)
+    log('ratios:', json.dumps(out['ratios_vs_alone_before']))
     return out
 
 
+def ratios(out: dict[str, Any]) -> dict[str, Any]:
+    """p99 with the decoder / p99 alone, per stage and end to end, for every case."""
+    base = out['loop_alone_before']
+    res = {}
+    for name, case in out.items():
+        if not (isinstance(case, dict) and 'stages_ms' in case) or case is base:
+            continue
+        r = {k: case['stages_ms'][k]['p99'] / v['p99']
+             for k, v in base['stages_ms'].items()
+             if v.get('p99') and case['stages_ms'][k].get('p99')}
+        if base.get('gpu_stages_total_ms', {}).get('p99'):
+            r['gpu_stages_total'] = (case['gpu_stages_total_ms']['p99']
+                                     / base['gpu_stages_total_ms']['p99'])
+        r['end_to_end'] = case['end_to_end_ms']['p99'] / base['end_to_end_ms']['p99']
+        r['deadline_misses'] = case['deadline_misses']
+        r['decoder_tokens_per_s'] = case.get('decoder_tokens_per_s')
+        res[name] = r
+    return res
+
+
 def worker(args: argparse.Namespace) -> None:
-    """Second process: build, say READY, generate for --window-s, print tokens/s as JSON."""
+    """Second process: build, say READY, then generate between 'start PACE' and 'stop'.
+
+    Each 'stop' prints the tokens/s of that run as JSON; 'quit' ends the process.
+    """
     device = torch.device(args.device)
     dec, runner, _ = build_decoder(args, args.formats[0], device,
                                    stream=make_stream(device, False))
     runner.tokens_per_second(8)
     print('READY', flush=True)
-    thread = DecoderThread(runner, args.pace_tps)
-    thread.start()
-    time.sleep(args.window_s)
-    thread.stop_flag.set()
-    thread.join()
-    print(json.dumps({'tokens_per_s': thread.tokens / thread.seconds}), flush=True)
+    thread = None
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd:
+            continue
+        if cmd[0] == 'start':
+            thread = DecoderThread(runner, float(cmd[1]))
+            thread.start()
+        elif cmd[0] == 'stop' and thread is not None:
+            thread.stop_flag.set()
+            thread.join()
+            print(json.dumps({'tokens_per_s': thread.tokens / thread.seconds}), flush=True)
+        elif cmd[0] == 'quit':
+            break
+
+
+def phase_audit(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """The graphed loop over a bag's frames, checked and audited.
+
+    Copies per frame (the step's ledger, and CUDA's own count through the profiler),
+    allocations per frame, and the results against the deployed CPU kernels.
+    """
+    from edge_loop.kernels import occupancy as occ
+    from edge_loop.kernels.camera import D435_VGA, Extrinsics
+    from edge_loop.kernels.gpu.locator import pixel_masks_reference, unpack_mask
+    from edge_loop.kernels.gpu.loop import GraphedLoopStep
+    from edge_loop.kernels.gpu.segnet import torch_segnet
+    from edge_loop.kernels.grasp_planner import plan_grasp
+    from edge_loop.kernels.object_locator import locate_objects, rank_targets
+
+    data = np.load(args.bag_npz)
+    colors, depths = data['color'], data['depth']
+    if str(data['encodings'][0]) == 'bgr8':
+        colors = colors[..., ::-1]
+    h, w = depths.shape[1:]
+    intr = D435_VGA.scaled(w, h)
+    ext = Extrinsics.from_params([0.0, 0.0, 0.75], [1.0, 0.0, 0.0, 0.0])   # the nodes' default
+    step = GraphedLoopStep(device, intr, ext, segnet_model=torch_segnet(device))
+    cpu_mapper = occ.OccupancyMapper()
+    targets = []
+    for c, d in zip(colors, depths, strict=True):   # the locator's CPU tail, not timed
+        objs = locate_objects(c, d, intr, ext)
+        targets.append(objs[rank_targets(objs)[0]] if objs else None)
+    agree = {'grid': 0, 'fg': 0, 'cut': 0, 'grasp': 0, 'frames': 0}
+    e2e = []
+    step.ledger.reset()
+    cuda = device.type == 'cuda'
+    a0 = torch.cuda.memory_stats(device).get('allocation.all.allocated', 0) if cuda else 0
+    for _ in range(args.audit_passes):
+        for i in range(len(colors)):
+            step.load(colors[i], depths[i],
+                      targets[i].points if targets[i] is not None else None)
+            t0 = time.perf_counter()
+            grasps = step()
+            e2e.append((time.perf_counter() - t0) * 1e3)
+            agree['frames'] += 1
+            agree['grid'] += int(np.array_equal(step.host_out['grid'].numpy(),
+                                                cpu_mapper.update(depths[i], intr, ext)))
+            if agree['frames'] <= len(colors):   # masks and grasps: the first pass
+                ref = pixel_masks_reference(colors[i], depths[i], intr, ext)
+                agree['fg'] += int(np.array_equal(
+                    unpack_mask(step.host_out['fg_bits'].numpy(), (h, w)), ref.fg))
+                agree['cut'] += int(np.array_equal(
+                    unpack_mask(step.host_out['cut_bits'].numpy(), (h, w)), ref.cut))
+                best = (plan_grasp(depths[i], intr, ext, target=targets[i])
+                        if targets[i] is not None else [])
+                agree['grasp'] += int((not best and not grasps) or (
+                    bool(best) and bool(grasps)
+                    and np.allclose(best[0].center, grasps[0].center, atol=2e-3)))
+    frames = agree['frames']
+    out: dict[str, Any] = {
+        'bag': str(data['bag']) if 'bag' in data else args.bag_npz, 'frames': frames,
+        'agreement': agree, 'agreement_note': 'grid on every frame; masks and best grasp '
+        '(2 mm) on the first pass', 'step_ms': pct(e2e),
+        'copies_per_frame_ledger': step.ledger.per_frame(frames),
+        'cuda_allocations_per_frame': ((torch.cuda.memory_stats(device).get(
+            'allocation.all.allocated', 0) - a0) / frames) if cuda else None}
+    if cuda:
+        out['copies_per_frame_profiler'] = profiler_copies(step, colors, depths, targets)
+    log('audit:', json.dumps({k: out[k] for k in ('agreement', 'copies_per_frame_ledger',
+                                                   'cuda_allocations_per_frame')}))
+    return out
+
+
+def profiler_copies(step: Any, colors: np.ndarray, depths: np.ndarray,
+                    targets: list) -> dict[str, Any]:
+    """Host<->device copies per frame as CUDA itself reports them (torch profiler, CUPTI)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    n = min(20, len(colors))
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i in range(n):
+            step.load(colors[i], depths[i],
+                      targets[i].points if targets[i] is not None else None)
+            step()
+    counts: dict[str, float] = {}
+    for ev in prof.events():
+        if ev.name.startswith(('Memcpy', 'Memset')):
+            counts[ev.name] = counts.get(ev.name, 0) + 1 / n
+    return {'per_frame': counts, 'frames': n}
 
 
 def fit_case(args: argparse.Namespace) -> None:
@@ -600,19 +852,27 @@ def main() -> None:
     parser.add_argument('--soak-pool-gib', type=float, default=16.0)
     parser.add_argument('--tokens-per-request', type=int, default=64)
     parser.add_argument('--loop-step', default='representative',
-                        choices=('representative', 'kernels'),
-                        help="the loop step: ours (labelled representative) or issue 31's "
-                        'gpu_loop_step')
+                        choices=('representative', 'kernels', 'graphed'),
+                        help="the loop step: ours (labelled representative), issue 31's "
+                        'gpu_loop_step (eager) or its stages as CUDA graphs (graphed)')
     parser.add_argument('--attention', default='sdpa', choices=('sdpa', 'matmul'),
                         help='decoder attention (see edge_loop.reasoning.decoder)')
     parser.add_argument('--decode-compile', default='',
                         help='torch.compile mode of the fp16 decode blocks ("" = eager blocks)')
     parser.add_argument('--soak-variants', default='default,expandable',
                         help='allocator settings of the soak, one run each')
-    parser.add_argument('--phases', default='formats,loop,interference,fits,soak')
+    parser.add_argument('--phases', default='formats,loop,interference,fits,soak',
+                        help='any of formats,loop,interference,fits,audit,soak')
+    parser.add_argument('--bag-npz', default='.replay/grasp_nominal.npz',
+                        help='frames of a bag (bench/placement_replay.py export) for the audit')
+    parser.add_argument('--audit-passes', type=int, default=5)
+    parser.add_argument('--switch-interval-ms', type=float, default=0.5,
+                        help="Python's thread switch interval (default 5 ms: a thread "
+                        'running Python, e.g. an eager prefill, holds the loop off that long)')
     parser.add_argument('--result', default='')
     parser.add_argument('--out', default=os.environ.get('OUT', 'bench/results'))
     args = parser.parse_args()
+    sys.setswitchinterval(args.switch_interval_ms / 1000)
     if args.mode == 'worker':
         return worker(args)
     if args.mode == 'fit':
@@ -631,6 +891,7 @@ def main() -> None:
                      ('loop', lambda: phase_loop_alone(args, device)),
                      ('interference', lambda: phase_interference(args, device)),
                      ('fits', lambda: phase_fits(args)),
+                     ('audit', lambda: phase_audit(args, device)),
                      ('soak', lambda: phase_soak(args, out_dir))):
         if name not in phases:
             continue
