@@ -8,9 +8,11 @@ of the CPUs that was busy (``/proc/stat``) and the CPU pressure (Linux PSI,
 ``/proc/pressure/cpu``: the share of that second in which some runnable task waited for a
 core); again right after the latency window. Before the graph, that is the neighbours' load
 alone (the check itself sleeps); after, it includes the graph's seven processes. Work at a
-positive nice is shown apart but still makes the host "shared": where other users' work sits
-in cgroups of its own (this VM), nice does not rank it below the graph (with 92 % of the
-CPUs busy at nice > 0, the check at nice 0 timed the locator 3.1x slower). Nothing
+positive nice is shown apart but still makes the host "shared": with the kernel's autogroup
+scheduling (``/proc/sys/kernel/sched_autogroup_enabled``, on in this VM) every session is
+one group and nice ranks processes only inside their own, so another session's niced work
+takes an equal share (with 92 % of the CPUs busy at nice > 0, the check at nice 0 timed the
+locator 3.1x slower). Nothing
 here changes a verdict: the page says how loaded the host was, so a reader (or a test on a
 shared machine) can tell "the loop is too slow" from "the host was busy".
 """
