@@ -255,3 +255,39 @@ def test_batched_keeps_every_item_in_order_and_streams():
     assert [i for x in lists for i in x] == long
     # batch_s 0: every item its own list
     assert [len(x) for x in batched(iter(items), batch_frames=100, batch_s=0.0)] == [1] * 12
+
+
+def test_graph_mode_domain_claims_never_collide(monkeypatch):
+    # Graph mode's replays claim their ROS_DOMAIN_ID like the ROS tests (an flock per id):
+    # claims held at once are distinct even when every claim starts its search at one id.
+    import itertools
+
+    from edge_loop import testing
+
+    monkeypatch.setattr(testing, '_domain_counter', itertools.repeat(0))
+    monkeypatch.setattr(testing.os, 'getpid', lambda: 41)
+    held = [testing.claim_domain_id() for _ in range(5)]
+    try:
+        ids = [d for d, _ in held]
+        assert len(set(ids)) == 5 and all(1 <= d <= 100 for d in ids)
+    finally:
+        for _, lock in held:
+            lock.close()
+    # released: the first id is free again
+    domain, lock = testing.claim_domain_id()
+    lock.close()
+    assert domain == ids[0]
+
+
+def test_graph_nodes_are_bringups_perception_graph_in_lockstep():
+    from edge_loop.fleet.graph import GRAPH_STAGES, graph_nodes
+
+    params = default_params()
+    params['locator'] = {'min_pixels': 81}
+    nodes = {n.name: n for n in graph_nodes('/bags/x', params)}
+    assert list(nodes) == ['bag_player', *GRAPH_STAGES]
+    player = nodes['bag_player'].parameters
+    assert player['bag'] == '/bags/x' and player['mode'] == 'lockstep'
+    assert player['restamp'] is False and player['wait_for_manager'] == 'lifecycle_manager'
+    assert nodes['object_locator'].parameters['min_pixels'] == 81
+    assert all(nodes[s].parameters['transport'] == 'shm' for s in GRAPH_STAGES)
