@@ -132,3 +132,15 @@ def test_label_image_widens_past_255_objects():
     assert labels.dtype == np.uint16 and labels.reshape(-1)[299] == 300
     segs = segments_from_labels(labels, 300)
     assert [int(s[0]) for s in segs] == list(range(300))
+
+
+def test_floor_and_obstacle_heights_follow_the_workspace_limit():
+    """The planner's floor follows the workspace limit (GraspParams.for_workspace).
+
+    The shipped min_height gives the shipped planner, bit for bit; a tray 6 cm higher moves
+    the floor and the obstacle threshold with it.
+    """
+    assert GraspParams.for_workspace(0.009) == GraspParams()
+    raised = GraspParams.for_workspace(0.069)
+    assert raised.obstacle_min_height == 0.069
+    assert raised.floor_height == pytest.approx(0.065)
