@@ -67,6 +67,7 @@ from edge_loop.reasoning.decoder import (  # noqa: E402
 LOOP_LABEL = ('representative perception+control step (edge_loop.memory.loop_step), '
               'not the verified loop kernels')
 SCRIPT = Path(__file__).resolve()
+CAPTURE_PRIORITY = [0]   # --capture-priority: the stream priority the loop's graphs keep
 
 
 def log(*args: Any) -> None:
@@ -208,7 +209,8 @@ class GraphedKernelsStep:
         base = scene(640, 480, seed=7, n_boxes=5, depth_encoding='16UC1')
         objs = locate_objects(base.color, base.depth, base.intrinsics, base.extrinsics)
         self.step = GraphedLoopStep(device, base.intrinsics, base.extrinsics,
-                                    segnet_model=torch_segnet(device))
+                                    segnet_model=torch_segnet(device),
+                                    priority=CAPTURE_PRIORITY[0])
         self.step.load(base.color, base.depth, objs[rank_targets(objs)[0]].points)
         self.stage_names = self.step.stage_names
         self.n_events = len(self.stage_names) + 3
@@ -797,7 +799,8 @@ def phase_soak(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
                args.preset, '--context', str(args.context), '--formats', args.soak_format,
                '--pool-gib', str(args.soak_pool_gib), '--window-s', str(args.soak_s),
                '--result', str(path), '--loop-hz', str(args.loop_hz),
-               '--loop-step', args.loop_step, *decoder_flags(args)]
+               '--loop-step', args.loop_step, '--capture-priority', str(args.capture_priority),
+               *decoder_flags(args)]
         res = subprocess.run(cmd, env=env, capture_output=True, text=True,
                              timeout=args.soak_s + 240)
         if res.returncode != 0:
@@ -869,10 +872,13 @@ def main() -> None:
     parser.add_argument('--switch-interval-ms', type=float, default=0.5,
                         help="Python's thread switch interval (default 5 ms: a thread "
                         'running Python, e.g. an eager prefill, holds the loop off that long)')
+    parser.add_argument('--capture-priority', type=int, default=0,
+                        help='stream priority of the graphed loop step capture (-1..-3: high)')
     parser.add_argument('--result', default='')
     parser.add_argument('--out', default=os.environ.get('OUT', 'bench/results'))
     args = parser.parse_args()
     sys.setswitchinterval(args.switch_interval_ms / 1000)
+    CAPTURE_PRIORITY[0] = args.capture_priority
     if args.mode == 'worker':
         return worker(args)
     if args.mode == 'fit':

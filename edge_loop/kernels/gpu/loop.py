@@ -144,6 +144,8 @@ class GraphedLoopStep:
         segnet_model: a torch module (``gpu.segnet.torch_segnet``) or None (no segnet stage).
         dtype: colour/coordinate precision of the locator and grasp stages.
         ledger: counts the transfers (``transfer.CopyLedger``).
+        priority: CUDA stream priority the graphs are captured with (lower = higher; a
+            captured kernel keeps its capture stream's priority, whatever stream replays it).
 
     """
 
@@ -151,7 +153,8 @@ class GraphedLoopStep:
                  segnet_model: torch.nn.Module | None = None,
                  locator_params: LocatorParams = DEFAULT_LOCATOR,
                  grasp_params: GraspParams = DEFAULT_GRASP_PARAMS,
-                 dtype: torch.dtype = torch.float32, ledger=None, warmup: int = 3) -> None:
+                 dtype: torch.dtype = torch.float32, ledger=None, warmup: int = 3,
+                 priority: int = 0) -> None:
         from edge_loop.kernels.gpu.grasp import obstacle_points_on, offsets_on
         from edge_loop.kernels.gpu.locator import world_rays_t
         from edge_loop.kernels.gpu.occupancy import (
@@ -167,6 +170,7 @@ class GraphedLoopStep:
         self.ledger = ledger if ledger is not None else CopyLedger()
         self.grasp_params = gp = grasp_params
         self.cuda = dev.type == 'cuda'
+        self.priority = priority
         self.stage_names = tuple(s for s in GRAPHED_STAGES
                                  if s != 'segnet' or segnet_model is not None)
         h, w = intr.height, intr.width
@@ -238,7 +242,7 @@ class GraphedLoopStep:
     def _capture(self, warmup: int) -> None:
         from edge_loop.kernels.gpu.graphs import _KEEPALIVE
 
-        side = torch.cuda.Stream(device=self.device)
+        side = torch.cuda.Stream(device=self.device, priority=self.priority)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):   # warm-up off the default stream, as torch advises
             for _ in range(warmup):
