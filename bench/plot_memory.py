@@ -3,6 +3,8 @@
 """Plots of bench_memory.py's results for docs/memory.md.
 
 python3 bench/plot_memory.py bench/results/memory_h200.json docs/memory
+python3 bench/plot_memory.py --graphed bench/results/memory_h200_graphed/memory_h200.json \
+    docs/memory          # the real loop (GraphedLoopStep): graphed_loop.png, graphed_soak.png
 """
 
 from __future__ import annotations
@@ -102,12 +104,77 @@ def plot(result: Path, out: Path) -> None:
 
 
 
+def plot_graphed(result: Path, out: Path) -> None:
+    """The real loop's run: latency per condition and per stage, and its soak."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    data = json.loads(Path(result).read_text())
+    inter = data['interference']
+    out.mkdir(parents=True, exist_ok=True)
+    names = ['loop_alone_before', 'same_process_default_priority', 'same_process_high_priority',
+             'same_process_high_priority_paced', 'loop_alone_after', 'second_process',
+             'second_process_paced', 'loop_alone_end']
+    conds = [(n.replace('_', ' '), inter[n]) for n in names if n in inter]
+    labels = [c[0] for c in conds]
+    x = np.arange(len(labels))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    for offset, key in ((-0.2, 'p50'), (0.2, 'p99')):
+        axes[0].bar(x + offset, [c[1]['end_to_end_ms'][key] for c in conds], 0.4,
+                    label=f'end to end {key}')
+    axes[0].axhline(1.2 * inter['loop_alone_before']['end_to_end_ms']['p99'], color='r',
+                    ls='--', lw=0.8, label='1.2 x p99 alone')
+    axes[0].set_xticks(x, labels, rotation=30, ha='right', fontsize=8)
+    axes[0].set_ylabel('ms (deadline 10 ms)')
+    axes[0].set_title('GraphedLoopStep (VGA, 4 GPU stages) beside the 7B fp16 decoder')
+    axes[0].legend(fontsize=8)
+    stages = list(conds[0][1]['stages_ms'])
+    w = 0.8 / len(stages)
+    for i, stage in enumerate(stages):
+        axes[1].bar(x + (i - len(stages) / 2 + 0.5) * w,
+                    [c[1]['stages_ms'][stage]['p99'] for c in conds], w, label=stage)
+    axes[1].set_xticks(x, labels, rotation=30, ha='right', fontsize=8)
+    axes[1].set_ylabel('p99 ms (CUDA events)')
+    axes[1].set_title('per-stage p99')
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / 'graphed_loop.png', dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for key, colour in (('default_segments', 'C0'), ('expandable_segments', 'C1')):
+        if key not in data.get('soak', {}):
+            continue
+        soak = data['soak'][key]
+        pool = soak['pool_gib'] * GIB
+        t = [s['t'] for s in soak['samples']]
+        axes[0].plot(t, [100 * s['reserved_minus_allocated'] / pool for s in soak['samples']],
+                     colour, label=key.replace('_', ' '))
+        axes[1].plot(t, [s['largest_free_block'] / 2**20 for s in soak['samples']], colour,
+                     label=key.replace('_', ' '))
+    axes[0].axhline(5, color='r', ls='--', lw=0.8, label='target 5 % of the pool')
+    axes[0].set_ylabel('reserved - allocated, % of the 16 GiB pool')
+    axes[1].set_ylabel('largest free block, MiB')
+    for ax in axes:
+        ax.set_xlabel('soak time, s')
+        ax.legend(fontsize=8)
+    fig.suptitle('soak with the real loop step: 100 Hz frames + decode requests')
+    fig.tight_layout()
+    fig.savefig(out / 'graphed_soak.png', dpi=110)
+    plt.close(fig)
+    print('plots in', out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('result', type=Path)
     parser.add_argument('out', type=Path)
+    parser.add_argument('--graphed', action='store_true',
+                        help='a --loop-step graphed run (interference, soak)')
     args = parser.parse_args()
-    plot(args.result, args.out)
+    (plot_graphed if args.graphed else plot)(args.result, args.out)
 
 
 if __name__ == '__main__':
