@@ -38,12 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from edge_loop import topics
+from edge_loop import stages, topics
 from edge_loop.bags import BagError, BagReader
 from edge_loop.fleet.replay import BadBagError, _camera_topics, _frames, judge_frame
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
 
-GRAPH_STAGES = ('object_locator', 'grasp_planner', 'occupancy_mapper')
+# The stages that read camera frames: what a bag alone can drive (no robot, no tactile).
+GRAPH_STAGES = stages.FRAME_STAGES
 ANSWERS = {'objects': topics.OBJECTS, 'grasp': topics.GRASP, 'occupancy': topics.OCCUPANCY}
 BRINGUP_TIMEOUT_S = 120.0
 FRAME_TIMEOUT_S = 30.0      # lock-step: one frame through the three stages, at worst
