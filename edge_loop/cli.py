@@ -34,9 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             importlib.import_module(module).add_arguments(p)
         except ModuleNotFoundError as exc:
-            if exc.name != module:
+            # A dependency of one subcommand (pybullet for `record` on a GPU box, ray for
+            # `regress`) must not take the others down: that one says so when it is used.
+            if exc.name is None:
                 raise
-            p.set_defaults(_missing=str(exc))
+            p.set_defaults(_missing=f'needs the Python module {exc.name!r}: {exc}')
     return parser
 
 
