@@ -78,6 +78,10 @@ def graph_actions(context, *args, **kwargs):
         actions.append(Node(package='rviz2', executable='rviz2', name='rviz2',
                             namespace=plan.namespace or '',
                             arguments=['-d', os.path.join(share_dir(), 'rviz', 'pick.rviz')],
+                            # pick.rviz names the contract's topics: the graph's remaps make
+                            # RViz follow namespace:= and camera_ns:= as the nodes do.
+                            remappings=list(bringup.topic_remappings(
+                                plan.namespace, arguments['camera_ns'])),
                             parameters=[{'use_sim_time': plan.use_sim_time}]))
     return actions
 

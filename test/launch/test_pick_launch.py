@@ -11,12 +11,19 @@ and judges what comes out of it, not only lifecycle states:
   current clock's, the deadline monitor counts the frames with zero misses and reports the
   loop OK with sane latencies;
 - the default simulated robot under ``namespace:=robot1``: a pick completes, every topic is
-  under /robot1 and nothing appears on the global names.
+  under /robot1 and nothing appears on the global names;
+- every other argument at once (``bag_clock``, ``use_sim_time``, ``rate``, ``camera_ns`` as
+  realsense-ros names it, ``transport:=ros``, ``use_model``, ``device``, ``extrinsics_source``,
+  ``rviz``) with ``namespace:=robot1``: judged by what comes out. rviz2 and tf2_ros are not
+  installable here, so stand-ins (test/launch/standins/) are installed under their package
+  names: launch_ros starts them as it would start the real ones, the RViz stand-in subscribes
+  to every display's topic of rviz/pick.rviz and the test asserts each one gets data.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -293,3 +300,147 @@ def test_sim_in_namespace_completes_a_pick(launch_domain):
         assert _level(level) == 0, values
         names = {name for name, _ in h.node.get_topic_names_and_types()}
         assert {'/robot1/camera/color/camera_info', '/robot1/edge_loop/cmd/arm'} <= names, names
+
+
+STANDINS = Path(__file__).resolve().parent / 'standins'
+REALSENSE_NS = '/camera/camera'
+
+
+def _install_standin(prefix: Path, package: str, executable: str, script: Path) -> None:
+    """An ament package ``package`` whose ``executable`` runs ``script`` with this Python."""
+    index = prefix / 'share' / 'ament_index' / 'resource_index' / 'packages'
+    index.mkdir(parents=True, exist_ok=True)
+    (index / package).write_text('')
+    (prefix / 'share' / package).mkdir(parents=True, exist_ok=True)
+    lib = prefix / 'lib' / package
+    lib.mkdir(parents=True, exist_ok=True)
+    exe = lib / executable
+    exe.write_text(f'#!{sys.executable}\nimport runpy\nrunpy.run_path({str(script)!r}, '
+                   "run_name='__main__')\n")
+    exe.chmod(0o755)
+
+
+@pytest.fixture(scope='module')
+def standins(ament_prefix, tmp_path_factory):
+    """rviz2 and tf2_ros stand-ins on AMENT_PREFIX_PATH; where they write what they saw."""
+    root = tmp_path_factory.mktemp('standins')
+    prefix = root / 'install'
+    _install_standin(prefix, 'rviz2', 'rviz2', STANDINS / 'rviz2_standin.py')
+    _install_standin(prefix, 'tf2_ros', 'static_transform_publisher',
+                     STANDINS / 'static_transform_publisher_standin.py')
+    tf_dir = root / 'tf'
+    tf_dir.mkdir()
+    saved = {k: os.environ.get(k) for k in ('AMENT_PREFIX_PATH', 'EDGE_LOOP_RVIZ_STANDIN_OUT',
+                                            'EDGE_LOOP_TF_STANDIN_DIR')}
+    os.environ['AMENT_PREFIX_PATH'] = os.pathsep.join([str(prefix), saved['AMENT_PREFIX_PATH']])
+    os.environ['EDGE_LOOP_RVIZ_STANDIN_OUT'] = str(root / 'rviz.json')
+    os.environ['EDGE_LOOP_TF_STANDIN_DIR'] = str(tf_dir)
+    try:
+        yield root / 'rviz.json', tf_dir
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@launch_pytest.fixture
+def every_argument_launch(launch_domain, standins, calibrated_params):
+    """The bag on its own clock at half its speed, realsense names, RViz, TF, namespace."""
+    return _pick_launch(launch_domain, {
+        'bag': str(data_dir() / 'scenarios' / BAG), 'loop': 'true', 'rate': '0.5',
+        'bag_clock': 'true', 'use_sim_time': 'true', 'namespace': 'robot1',
+        'camera_ns': REALSENSE_NS, 'transport': 'ros', 'use_model': 'true', 'device': 'cpu',
+        'extrinsics_source': 'params', 'rviz': 'true', 'log_level': 'warn',
+        'params_file': str(calibrated_params[0])})
+
+
+def _get_parameters(harness, node: str, names: list[str]) -> dict:
+    from rcl_interfaces.srv import GetParameters
+    from rclpy.parameter import parameter_value_to_python
+
+    client = harness.node.create_client(GetParameters, f'{node}/get_parameters')
+    assert client.wait_for_service(timeout_sec=30.0), f'{node}/get_parameters never appeared'
+    done = threading.Event()
+    future = client.call_async(GetParameters.Request(names=names))
+    future.add_done_callback(lambda _f: done.set())
+    assert done.wait(10.0), f'{node} did not answer get_parameters'
+    return dict(zip(names, (parameter_value_to_python(v) for v in future.result().values)))
+
+
+@pytest.mark.launch(fixture=every_argument_launch)
+def test_every_other_argument_reaches_the_graph_rviz_and_tf(launch_domain, standins,
+                                                           calibrated_params):
+    """Each remaining launch argument, judged by its effect on what the graph does."""
+    import json
+
+    from rosgraph_msgs.msg import Clock
+
+    from edge_loop import bringup
+
+    rviz_out, tf_dir = standins
+    info_topic = REALSENSE_NS + '/color/camera_info'
+    with ros_harness(launch_domain, name='every_argument_probe') as h:
+        clocks = h.collect(Clock, '/clock', 100)
+        rec = Recorder(h, {info_topic: ('sensor_msgs.msg', 'CameraInfo'),
+                           '/robot1' + topics.GRASP: ANSWERS[topics.GRASP],
+                           '/robot1' + topics.OBJECTS: ANSWERS[topics.OBJECTS]})
+
+        def rviz_state() -> dict:
+            try:
+                return json.loads(rviz_out.read_text())
+            except (FileNotFoundError, ValueError):
+                return {}
+
+        def rviz_without_data() -> list[str] | None:
+            shown = rviz_state().get('displays')
+            return None if not shown else [f"{name} ({d['resolved_topic']})"
+                                           for name, d in shown.items()
+                                           if d['subscribed'] and not d['messages']]
+
+        deadline = time.monotonic() + 150.0
+        while rviz_without_data() != []:
+            assert time.monotonic() < deadline, (
+                f'RViz displays without data after 150 s: {rviz_without_data()}')
+            time.sleep(0.2)
+        _wait(lambda: len(rec.stamps(info_topic)) >= 2 * FRAMES, 60.0,
+              f'{2 * FRAMES} frames on {info_topic}')
+        _wait(lambda: rec.stamps('/robot1' + topics.GRASP), 30.0, 'a grasp under /robot1')
+
+        # rviz:=true - RViz got the shipped config and follows namespace/camera_ns.
+        state = rviz_state()
+        assert state['config'].endswith('pick.rviz') and state['fixed_frame'] == 'world', state
+        assert state['namespace'] == '/robot1' and state['use_sim_time'] is True, state
+        resolved = {d['resolved_topic'] for d in state['displays'].values() if d['subscribed']}
+        assert {'/robot1' + topics.OCCUPANCY, REALSENSE_NS + '/color/image_raw'} <= resolved, (
+            resolved)
+        # extrinsics_source:=params - the camera is published in TF from the parameters.
+        started = sorted(json.loads(f.read_text())['argv'] for f in tf_dir.glob('*.json'))
+        expected = sorted(t.arguments() for t in bringup.camera_transforms(
+            [bringup.default_params_file(), calibrated_params[0]]))
+        assert [a[:len(e)] for a, e in zip(started, expected)] == expected, started
+        # bag_clock / use_sim_time - /clock from the bag, answers stamped on it.
+        sent = set(rec.stamps(info_topic))
+        assert clocks, 'bag_clock:=true published no /clock'
+        assert _ns(clocks[-1].clock) < 1_000_000_000_000_000_000, 'not the bag clock'
+        grasps = rec.stamps('/robot1' + topics.GRASP)
+        assert grasps and set(grasps) <= sent, 'answers not stamped with the bag frames'
+        # rate:=0.5 - bag time runs at half the wall clock's speed (slower than recorded, so a
+        # loaded machine cannot fall behind and pass by accident).
+        with rec.lock:
+            got = [(wall, _ns(m.header.stamp)) for wall, m in rec.got[info_topic]]
+        # Medians of the steps between frames: the restart between loop passes is no step.
+        import statistics
+
+        speed = (statistics.median(b[1] - a[1] for a, b in zip(got, got[1:]))
+                 / statistics.median(b[0] - a[0] for a, b in zip(got, got[1:])))
+        assert 0.4 < speed < 0.6, f'bag time ran {speed:.2f}x the wall clock with rate:=0.5'
+        # transport:=ros - the locator takes the camera's Image topic itself.
+        readers = {i.node_name for i in h.node.get_subscriptions_info_by_topic(
+            REALSENSE_NS + '/color/image_raw')}
+        assert 'object_locator' in readers, readers
+        # use_model, device and use_sim_time reached the nodes.
+        assert _get_parameters(h, '/robot1/object_locator', ['use_model', 'use_sim_time']) == {
+            'use_model': True, 'use_sim_time': True}
+        assert _get_parameters(h, '/robot1/occupancy_mapper', ['device']) == {'device': 'cpu'}
