@@ -154,3 +154,25 @@ def test_node_activation_fails_when_the_record_went_stale_after_configure(tmp_pa
     _set_env(record, python='2.7.18')
     with pytest.raises(ConfigError, match='stale'):
         node.activate()
+
+
+def test_the_shipped_record_matches_the_checkout():
+    """Every CPU row of config/verified.json pins the files as they are in this checkout.
+
+    The host-independent half of the deployment gate: a kernel edited after its verification
+    (here or on the GPU host) makes the node refuse to configure on every robot, so the
+    commit that edits it must carry the re-verified row (`make verify`; GPU rows from the
+    GPU host) rather than be found by a launch at a customer's.
+    """
+    from edge_loop.verify.gate import default_record_path, resolve_path
+
+    # CPU rows only: GPU rows are re-pinned on the GPU host (this CI has none); a stale GPU
+    # row makes a device:=cuda node refuse to configure with the same message, by design.
+    ops = {name: entry for name, entry in
+           json.loads(default_record_path().read_text())['ops'].items()
+           if 'accelerator' not in entry.get('environment', {})}
+    stale = {name: [stored for stored, want in entry['files'].items()
+                    if sha256_file(resolve_path(stored)) != want]
+             for name, entry in ops.items()}
+    stale = {name: files for name, files in stale.items() if files}
+    assert not stale, f'rows verified against other file contents (re-run make verify): {stale}'
