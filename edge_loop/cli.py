@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         except ModuleNotFoundError as exc:
             # A dependency of one subcommand (pybullet for `record` on a GPU box, ray for
             # `regress`) must not take the others down: that one says so when it is used.
-            if exc.name is None:
+            # Our own modules are never optional: a missing one is a bug, not a dependency.
+            if exc.name is None or exc.name.split('.')[0] == 'edge_loop':
                 raise
             p.set_defaults(_missing=f'needs the Python module {exc.name!r}: {exc}')
     return parser
