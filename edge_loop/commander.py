@@ -57,6 +57,8 @@ class Observation:
     safe_stops: int = 0
     misses: int = 0
     copies: dict[str, float] = field(default_factory=dict)
+    # GPU-placed stages: host<->device transfers per frame, {stage: {'h2d image': 1.0, ...}}
+    transfers: dict[str, dict[str, float]] = field(default_factory=dict)
     examples: dict[str, Any] = field(default_factory=dict)
     tactile: list[tuple[float, float, float, float]] = field(default_factory=list)
     grasp_states: list[tuple[float, str]] = field(default_factory=list)
@@ -212,12 +214,16 @@ class LoopObserver:
                     self.obs.misses = max(self.obs.misses, int(float(values['misses'])))
                 except ValueError:
                     pass
+            stage = status.name.split(':')[0]
             for key, value in values.items():
-                if key.startswith('copies_per_frame'):
-                    try:
-                        self.obs.copies[status.name.split(':')[0]] = float(value)
-                    except ValueError:
-                        pass
+                try:
+                    if key.startswith('copies_per_frame'):
+                        self.obs.copies[stage] = float(value)
+                    elif key.startswith('transfers_per_frame: '):
+                        self.obs.transfers.setdefault(stage, {})[
+                            key.removeprefix('transfers_per_frame: ')] = float(value)
+                except ValueError:
+                    pass
 
     def _on_grasp_state(self, msg: Any) -> None:
         if msg.status:

@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--max-minutes', type=float, default=0.0,
                         help='start no new episode after this many minutes of wall time '
                              '(0: no limit); the report says how many ran')
+    parser.add_argument('--device', default='',
+                        help="compute device of the nodes that declare one (cpu, cuda, cuda:N, "
+                             "auto; '' leaves their parameters)")
     parser.add_argument('--log-dir', type=Path, default=None)
     parser.add_argument('--params-file', type=Path, default=None)
 
@@ -147,6 +150,10 @@ def summary_table(episodes: list[Episode], obs: Observation, e2e_budget: float,
     if obs.copies:
         lines.append('copies per frame after ingest: ' + ', '.join(
             f'{k} {v:g}' for k, v in sorted(obs.copies.items())))
+    for stage, kinds in sorted(obs.transfers.items()):
+        # a GPU-placed stage's copy audit: no image may come back to the host
+        lines.append(f'{stage} host<->device transfers per frame: ' + ', '.join(
+            f'{k} {v:g}' for k, v in sorted(kinds.items())))
     return '\n'.join(lines)
 
 
@@ -163,12 +170,13 @@ def run(args: argparse.Namespace) -> int:
     extra: dict[str, dict[str, Any]] = {stage: {'copy_audit': True}
                                         for stage in stages.FRAME_STAGES}
     if args.bag is not None:
-        nodes = bringup.graph('bag', bag=str(args.bag), transport=args.transport, extra=extra)
+        nodes = bringup.graph('bag', bag=str(args.bag), transport=args.transport, extra=extra,
+                              device=args.device)
     else:
         # lock-step and sim time come with the graph description (bringup.SOURCE_SETTINGS)
         extra['sim_robot'] = {'split': 'heldout', 'seed': args.seed - 1,
                               'n_objects': args.objects}
-        nodes = bringup.graph('sim', transport=args.transport, extra=extra)
+        nodes = bringup.graph('sim', transport=args.transport, extra=extra, device=args.device)
     loop = LoopCommander(nodes, params_file, args.log_dir)
 
     def on_term(_signum: int, _frame: Any) -> None:

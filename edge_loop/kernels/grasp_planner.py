@@ -28,6 +28,7 @@ reference locator's output; :func:`plan_grasp` evaluates all candidates at once 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -264,15 +265,19 @@ def grasp_scene(depth_m: np.ndarray, intrinsics: Intrinsics, extrinsics: Extrins
     return scene, scene.points(obstacle_pixels(scene.height, p))
 
 
-def plan_grasp_segmented(scene: HeightScene, obstacles: np.ndarray, positions: np.ndarray,
-                         segments: list[np.ndarray], params: GraspParams | None = None,
-                         tie_height: float = 0.01) -> list[PlanarGrasp]:
+def plan_grasp_segmented(scene: HeightScene, obstacles: np.ndarray | None,
+                         positions: np.ndarray, segments: list[np.ndarray],
+                         params: GraspParams | None = None, tie_height: float = 0.01,
+                         score: Callable[[np.ndarray], list[PlanarGrasp]] | None = None
+                         ) -> list[PlanarGrasp]:
     """Ranked grasps from the locator's result: centroids and segments (flat pixel indices).
 
     ``positions`` (K, 3) and ``segments`` (K arrays, raster order) are one frame's
     ``/edge_loop/objects`` and label image (:func:`segments_from_labels`); the objects are
     tried in :func:`rank_positions` order, as :func:`plan_grasp` tries the locator's objects,
-    and give the same grasps bit for bit.
+    and give the same grasps bit for bit. ``score``: the candidates of one target's (N, 3)
+    points by another verified scorer (a GPU's, ``kernels.gpu.grasp.TargetScorer``, which
+    finds its obstacles on the device: ``obstacles`` is then unused and may be None).
     """
     p = params or DEFAULT_GRASP_PARAMS
     if len(positions) != len(segments):
@@ -283,7 +288,8 @@ def plan_grasp_segmented(scene: HeightScene, obstacles: np.ndarray, positions: n
     tops = [float(pts[:, 2].max()) for pts in points]
     xy = np.asarray(positions, np.float64).reshape(-1, 3)[:, :2]
     for i in rank_positions(xy, np.asarray(tops), tie_height)[:p.max_targets]:
-        grasps = _plan_for_target(points[i], obstacles, p)
+        grasps = (score(points[i]) if score is not None
+                  else _plan_for_target(points[i], obstacles, p))
         if grasps:
             return grasps
     return []

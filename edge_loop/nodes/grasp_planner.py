@@ -15,6 +15,12 @@ collision-free grasp, so it normally grasps the object on ``/edge_loop/object``.
 locator result never comes gets no grasp, and the ``/diagnostics`` entry ``grasp_planner:
 input`` says how many (WARN; never a grasp paired with another frame's objects).
 
+``device`` (``cpu`` | ``cuda`` | ``cuda:N`` | ``auto``) places the candidate scoring: on a GPU
+the frame's depth goes to the device when the frame arrives (one transfer; the height scene
+for the targets' points stays on the CPU) and each target's candidates are scored there by
+``kernels.gpu.grasp.TargetScorer``, gated as ``grasp_planner.score.cuda.float32``; the
+transfers per frame go out on ``/diagnostics`` (``transfers_per_frame: ...``).
+
 Outputs, stamped with the frame's stamp in ``world_frame``: ``/edge_loop/grasp``
 (PolygonStamped: the contract's jaw rectangle; a polygon without points when there is no
 grasp), ``/edge_loop/grasp_alternatives`` (PolygonStamped: the next ``alternatives`` ranked
@@ -38,8 +44,13 @@ from visualization_msgs.msg import Marker, MarkerArray
 from edge_loop import topics
 from edge_loop.kernels.grasp_planner import GraspParams, grasp_scene, plan_grasp_segmented
 from edge_loop.kernels.grasp_types import GRASP_ALTERNATIVES, PlanarGrasp, grasp_rectangle
-from edge_loop.kernels.object_locator import DEFAULT_PARAMS, segments_from_labels
-from edge_loop.nodes.stage_base import Param, StageNode, run_node
+from edge_loop.kernels.object_locator import (
+    DEFAULT_PARAMS,
+    check_inputs,
+    height_scene,
+    segments_from_labels,
+)
+from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
 from edge_loop.nodes.vision_common import (
     GATE_PARAMS,
@@ -51,6 +62,10 @@ from edge_loop.nodes.vision_common import (
     frame_inputs,
     stamp_ns,
 )
+from edge_loop.placement import PlacementError, device_error, resolve_device
+
+OP_NAME = 'grasp_planner'
+GPU_OP_NAME = 'grasp_planner.score.cuda.float32'
 
 # The locator's result for a frame normally comes a few ms after the frame; on a starved machine
 # it can be several frames behind, so pairing waits by stamp (pairing_window_ms), not by a
@@ -113,6 +128,9 @@ class GraspPlannerNode(StageNode):
         Param('alternatives', GRASP_ALTERNATIVES,
               'Next-best grasps published on /edge_loop/grasp_alternatives (0: an empty polygon)',
               min=0, max=50),
+        Param('device', 'cpu', 'Where the candidate scoring runs: cpu, cuda, cuda:N or auto (a '
+              'GPU where torch sees one; gated as grasp_planner.score.cuda.float32; see '
+              'docs/placement.md)', check=device_error),
         Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
               max=60.0, tier='internal'),
         Param('pairing_window_ms', 500.0,
@@ -130,11 +148,25 @@ class GraspPlannerNode(StageNode):
         self._labels: LabelReader | None = None
         self._pairing: PerceptionPairing | None = None
         self._missing_reported = 0
+        self._scorer: Any = None
 
     def configure_stage(self) -> None:
-        """Gate, parameters, publishers, the locator's result."""
-        check_deployable_or_fail(self, ['grasp_planner'])
+        """Gate, parameters, placement, publishers, the locator's result."""
+        check_deployable_or_fail(self, [OP_NAME])
         p = self.params
+        try:
+            where = resolve_device(p['device'])
+        except PlacementError as exc:
+            raise ConfigError(str(exc)) from exc
+        self._scorer = None
+        if where.is_accelerator:
+            # torch only where a GPU is asked for: a CPU-only robot needs no torch
+            from edge_loop.kernels.gpu.grasp import TargetScorer
+            from edge_loop.kernels.gpu.transfer import CopyLedger
+
+            check_deployable_or_fail(self, [GPU_OP_NAME])
+            self._scorer = TargetScorer(where.device, ledger=CopyLedger())
+        self.get_logger().info(f'grasp scoring on {where.device} ({where.reason})')
         self._ext = extrinsics_from(p, self)
         self._gp = GraspParams.for_workspace(
             p['min_height'], max_opening=p['max_opening'], finger_width=p['finger_width'],
@@ -148,6 +180,7 @@ class GraspPlannerNode(StageNode):
             'markers': self.create_lifecycle_publisher(MarkerArray, topics.MARKERS, 10),
         }
         self._health = StageHealth(self, 'grasp_planner')
+        self._health.ledger = self._scorer.ledger if self._scorer is not None else None
         # Subscribed at configure so that discovery is done by the first active frame; the
         # callbacks drop what comes while inactive (no pairing then).
         self._subs = [
@@ -206,7 +239,12 @@ class GraspPlannerNode(StageNode):
         try:
             color, depth, intr = frame_inputs(frame)
             health.audit(frame, color, depth)
-            scene, obstacles = grasp_scene(depth, intr, self._ext, self._gp)
+            if self._scorer is None:
+                scene, obstacles = grasp_scene(depth, intr, self._ext, self._gp)
+            else:   # obstacles are found on the device, from the depth sent there now
+                check_inputs(None, depth, intr)
+                scene = height_scene(depth, intr, self._ext)
+                obstacles = self._scorer.depth_to_device(depth)
         except (BadFrameError, ValueError) as exc:
             health.bad_frame(str(exc), frame.stamp)
             return
@@ -239,9 +277,13 @@ class GraspPlannerNode(StageNode):
                                  f'frame is {intr.width}x{intr.height}')
             positions = np.array([[p.position.x, p.position.y, p.position.z] for p in poses],
                                  np.float64).reshape(-1, 3)
+            score = None
+            if self._scorer is not None:   # ``obstacles`` is the frame's depth on the device
+                def score(points, depth_t=obstacles, intr=intr):
+                    return self._scorer.plan(depth_t, intr, self._ext, points, self._gp)
             grasps = plan_grasp_segmented(scene, obstacles, positions,
                                           segments_from_labels(labels, len(poses)), self._gp,
-                                          DEFAULT_PARAMS.tie_height)
+                                          DEFAULT_PARAMS.tie_height, score=score)
         except ValueError as exc:
             health.bad_frame(f'locator result unusable: {exc}', stamp)
             return

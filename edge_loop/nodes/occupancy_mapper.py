@@ -120,15 +120,18 @@ class OccupancyMapperNode(StageNode):
         if where.is_accelerator:
             # torch only where a GPU is asked for: a CPU-only robot needs no torch
             from edge_loop.kernels.gpu.occupancy import TorchOccupancyMapper
+            from edge_loop.kernels.gpu.transfer import CopyLedger
 
             check_deployable_or_fail(self, [GPU_OP_NAME])
-            self._mapper = TorchOccupancyMapper(spec, fusion, device=where.device)
+            self._mapper = TorchOccupancyMapper(spec, fusion, device=where.device,
+                                                ledger=CopyLedger())
         else:
             self._mapper = OccupancyMapper(spec, fusion)
         self.get_logger().info(f'occupancy update on {where.device} ({where.reason})')
         self._frame_id = prm['world_frame']
         self._pub = self.create_lifecycle_publisher(OccupancyGrid, topics.OCCUPANCY, 10)
         self._health = StageHealth(self, 'occupancy_mapper')
+        self._health.ledger = getattr(self._mapper, 'ledger', None)
 
     def activate_stage(self) -> None:
         """Start reading frames."""

@@ -37,6 +37,7 @@ class StageHealth:
         self._last_received = 0
         self.audited = 0     # frames whose kernel inputs were audited (copy_audit)
         self.copies = 0      # kernel input arrays that were not views on the frame
+        self.ledger: Any = None  # a GPU-placed stage's CopyLedger (host<->device transfers)
         self.blind_share = 0.0   # largest depth blind spot share since the last summary
         self._blind_warn = 0.0   # ... and the share from which it is a warning (0: never)
         self._blind_since: float | None = None
@@ -80,6 +81,17 @@ class StageHealth:
             self.copies += copies
         if copies:
             self.bad_frame(f'copy audit: {copies} kernel input(s) copied from the frame', None)
+
+    def transfers_per_frame(self) -> dict[str, str]:
+        """A GPU-placed stage's copy audit: host<->device transfers per processed frame.
+
+        Keys ``transfers_per_frame: h2d image``, ``... d2h grid``, ... from the stage's
+        ``CopyLedger`` (``kernels.gpu.transfer``); empty on the CPU.
+        """
+        if self.ledger is None or not self.frames:
+            return {}
+        return {f'transfers_per_frame: {kind}': f'{n:.3g}'
+                for kind, n in self.ledger.per_frame(self.frames).items()}
 
     def processed(self, elapsed_ms: float) -> None:
         """Count one processed frame."""
@@ -126,6 +138,7 @@ class StageHealth:
         if self.audited:
             values['audited_frames'] = self.audited
             values['copies_per_frame'] = f'{self.copies / self.audited:g}'
+        values.update(self.transfers_per_frame())
         if new_drops > 0 or (waiting and not new_frames):
             self.bad_frame(f'{max(new_drops, waiting)} incomplete frame(s): colour, depth and '
                            'camera_info not paired by stamp (missing camera_info?)', None)

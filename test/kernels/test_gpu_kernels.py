@@ -194,6 +194,35 @@ def test_grasp_scoring_matches_the_planner(dtype):
             assert [g.yaw for g in dep] == pytest.approx([g.yaw for g in ref])
 
 
+def test_node_two_step_scoring_gives_the_segmented_planners_grasps():
+    # What grasp_planner does with device:=cuda (here on the CPU): the depth goes to the
+    # device when the frame arrives, the locator's targets are scored later, one by one.
+    from edge_loop.kernels.grasp_planner import grasp_scene, plan_grasp_segmented
+    from edge_loop.kernels.object_locator import (
+        height_scene,
+        label_image,
+        segments_from_labels,
+    )
+
+    scorer = ggrasp.TargetScorer('cpu', ledger=CopyLedger())
+    for name, color, depth, intr, ext in _frames()[:2]:
+        objs = locate_objects(color, depth, intr, ext)
+        labels = label_image(objs, intr.height, intr.width)
+        positions = np.array([o.position for o in objs])
+        segments = segments_from_labels(labels, len(objs))
+        scene, obstacles = grasp_scene(depth, intr, ext)
+        ref = plan_grasp_segmented(scene, obstacles, positions, segments)
+        depth_t = scorer.depth_to_device(depth)
+        def score(pts, d=depth_t, i=intr, e=ext):
+            return scorer.plan(d, i, e, pts)
+        dep = plan_grasp_segmented(height_scene(depth, intr, ext), None, positions, segments,
+                                   score=score)
+        assert ref, name
+        assert [g.yaw for g in dep] == pytest.approx([g.yaw for g in ref]), name
+        assert np.allclose([g.center for g in dep], [g.center for g in ref], atol=1e-6), name
+    assert not scorer.ledger.counts, 'on the CPU nothing moves'
+
+
 def test_grasp_compare_rejects_a_worse_candidate():
     _, color, depth, intr, ext = _frames()[2]
     objs = locate_objects(color, depth, intr, ext)

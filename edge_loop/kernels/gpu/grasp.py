@@ -28,7 +28,7 @@ from edge_loop.kernels.camera import Extrinsics, Intrinsics
 from edge_loop.kernels.gpu.graphs import GraphCache, keep_alive_cache
 from edge_loop.kernels.gpu.locator import world_rays_t
 from edge_loop.kernels.gpu.occupancy import depth_metres
-from edge_loop.kernels.gpu.transfer import as_host_tensor
+from edge_loop.kernels.gpu.transfer import CopyLedger, as_host_tensor
 from edge_loop.kernels.grasp_planner import DEFAULT_GRASP_PARAMS, GraspParams
 from edge_loop.kernels.grasp_types import PlanarGrasp
 from edge_loop.kernels.object_locator import DetectedObject, check_inputs
@@ -175,26 +175,38 @@ def target_block(points: np.ndarray, params: GraspParams = DEFAULT_GRASP_PARAMS
     return block, centroid
 
 
-def plan_grasp_on(device: str | torch.device, dtype: torch.dtype = torch.float32,
-                  compile_mode: str | None = None):
-    """Grasps for a given target on ``device``, numpy in and out (the handoff included).
+class TargetScorer:
+    """:func:`plan_grasp_on`'s work in the two steps a node does them in.
 
-    The signature of ``plan_grasp(depth, intr, ext, target, params)``. ``compile_mode``: see
-    :class:`~edge_loop.kernels.gpu.graphs.GraphCache`.
+    The frame's depth goes to the device when the frame arrives (:meth:`depth_to_device`: one
+    host-to-device transfer, counted in ``ledger``), the locator's targets come later
+    (:meth:`plan`: one graph replay and one small device-to-host transfer of the candidates'
+    numbers per target). ``plan_grasp_on`` is these two steps back to back, so the op the
+    verification gates (``grasp_planner.score.<device>.<dtype>``) is the code a node runs.
     """
-    dev = torch.device(device)
-    graphs = GraphCache(dev, compile_mode=compile_mode)
 
-    def plan(depth_m: np.ndarray, intrinsics: Intrinsics, extrinsics: Extrinsics,
-             target: DetectedObject | None = None,
-             params: GraspParams | None = None) -> list[PlanarGrasp]:
-        if target is None:
-            raise ValueError('the GPU scorer plans for a given target (the locator finds it)')
-        check_inputs(None, depth_m, intrinsics)
+    def __init__(self, device: str | torch.device, dtype: torch.dtype = torch.float32,
+                 compile_mode: str | None = None, ledger: CopyLedger | None = None) -> None:
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.ledger = ledger
+        self._graphs = GraphCache(self.device, compile_mode=compile_mode)
+
+    def depth_to_device(self, depth: np.ndarray) -> torch.Tensor:
+        """The frame's depth (16-bit mm or float m, numpy) as a tensor on the device."""
+        host = as_host_tensor(depth)
+        if self.ledger is not None and self.device.type != 'cpu':
+            self.ledger.note('h2d', host.numel() * host.element_size())
+        return host.to(self.device)
+
+    def plan(self, depth: torch.Tensor, intrinsics: Intrinsics, extrinsics: Extrinsics,
+             points: np.ndarray, params: GraspParams | None = None) -> list[PlanarGrasp]:
+        """Ranked grasps (best first) of one target's (N, 3) world points; [] for none."""
         p = params or DEFAULT_GRASP_PARAMS
-        if len(target.points) == 0:
+        if len(points) == 0:
             return []
-        block, centroid = target_block(target.points, p)
+        block, centroid = target_block(points, p)
+        dev, dtype = self.device, self.dtype
         key = (intrinsics, extrinsics.rotation.tobytes(), extrinsics.translation.tobytes(), p,
                dtype)
 
@@ -208,9 +220,31 @@ def plan_grasp_on(device: str | torch.device, dtype: torch.dtype = torch.float32
                 return candidate_table(pts, c, obstacles, p, dtype, offs)
             return step
 
-        table = graphs.run(key, make, as_host_tensor(depth_m), torch.from_numpy(block),
-                           torch.from_numpy(centroid))
-        return grasps_from_table(table.cpu().numpy(), centroid, p)
+        table = self._graphs.run(key, make, depth, torch.from_numpy(block),
+                                 torch.from_numpy(centroid)).cpu().numpy()
+        if self.ledger is not None and dev.type != 'cpu':
+            self.ledger.note('d2h', table.nbytes, 'grasp table')
+        return grasps_from_table(table, centroid, p)
+
+
+def plan_grasp_on(device: str | torch.device, dtype: torch.dtype = torch.float32,
+                  compile_mode: str | None = None):
+    """Grasps for a given target on ``device``, numpy in and out (the handoff included).
+
+    The signature of ``plan_grasp(depth, intr, ext, target, params)``. ``compile_mode``: see
+    :class:`~edge_loop.kernels.gpu.graphs.GraphCache`.
+    """
+    dev = torch.device(device)
+    scorer = TargetScorer(dev, dtype, compile_mode)
+
+    def plan(depth_m: np.ndarray, intrinsics: Intrinsics, extrinsics: Extrinsics,
+             target: DetectedObject | None = None,
+             params: GraspParams | None = None) -> list[PlanarGrasp]:
+        if target is None:
+            raise ValueError('the GPU scorer plans for a given target (the locator finds it)')
+        check_inputs(None, depth_m, intrinsics)
+        return scorer.plan(scorer.depth_to_device(depth_m), intrinsics, extrinsics,
+                           np.asarray(target.points, np.float32), params)
 
     plan.__name__ = (f'plan_grasp_torch_{dev.type}_{str(dtype).removeprefix("torch.")}'
                      + ('_compiled' if compile_mode else ''))

@@ -146,6 +146,10 @@ class GraphedLoopStep:
         ledger: counts the transfers (``transfer.CopyLedger``).
         priority: CUDA stream priority the graphs are captured with (lower = higher; a
             captured kernel keeps its capture stream's priority, whatever stream replays it).
+        compile_mode: hand the occupancy and grasp stages to ``torch.compile`` in this mode
+            (``graphs.COMPILE_MODES``) before their capture: fused kernels, fewer launches.
+            The locator masks stay eager inside their graph (Dynamo fails on their host-side
+            table lookups, torch 2.11), segnet too (one convolution net, already few kernels).
 
     """
 
@@ -154,7 +158,8 @@ class GraphedLoopStep:
                  locator_params: LocatorParams = DEFAULT_LOCATOR,
                  grasp_params: GraspParams = DEFAULT_GRASP_PARAMS,
                  dtype: torch.dtype = torch.float32, ledger=None, warmup: int = 3,
-                 priority: int = 0) -> None:
+                 priority: int = 0, compile_mode: str | None = None) -> None:
+        from edge_loop.kernels.gpu.graphs import compiled
         from edge_loop.kernels.gpu.grasp import obstacle_points_on, offsets_on
         from edge_loop.kernels.gpu.locator import world_rays_t
         from edge_loop.kernels.gpu.occupancy import (
@@ -199,23 +204,33 @@ class GraphedLoopStep:
             m = pixel_masks(d_in['color'], d_in['depth'], intr, ext, locator_params, dtype)
             return m.height, pack_mask(m.fg), pack_mask(m.cut)
 
+        from edge_loop.kernels.gpu.occupancy import (
+            cell_areas_on,
+            occupancy_grid_torch,
+            update_logodds,
+        )
+
+        def occupancy_update(depth, logodds, grid_prev):
+            new = update_logodds(logodds, *cell_areas_on(depth, occ_rays, spec, params), params)
+            return new, occupancy_grid_torch(new, params, grid_prev)
+
+        def grasp_table(depth, target, centroid):
+            obstacles = obstacle_points_on(depth, rays, origin, gp)
+            return candidate_table(target, centroid, obstacles, gp, dtype, offs)
+
+        # pure functions of their tensors (the state is copied back outside): what
+        # torch.compile traces best
+        occupancy_update = compiled(occupancy_update, compile_mode)
+        grasp_table = compiled(grasp_table, compile_mode)
+
         def occupancy():
-            from edge_loop.kernels.gpu.occupancy import (
-                cell_areas_on,
-                occupancy_grid_torch,
-                update_logodds,
-            )
-            new = update_logodds(self.logodds, *cell_areas_on(d_in['depth'], occ_rays, spec,
-                                                              params), params)
-            grid = occupancy_grid_torch(new, params, self.grid_prev)
+            new, grid = occupancy_update(d_in['depth'], self.logodds, self.grid_prev)
             self.logodds.copy_(new)
             self.grid_prev.copy_(grid)
             return (grid,)
 
         def grasp():
-            obstacles = obstacle_points_on(d_in['depth'], rays, origin, gp)
-            return (candidate_table(d_in['target'], d_in['centroid'], obstacles, gp, dtype,
-                                    offs),)
+            return (grasp_table(d_in['depth'], d_in['target'], d_in['centroid']),)
 
         def segnet():
             x = segnet_input_t(d_in['color'], self.out['locator'][0])

@@ -28,7 +28,7 @@ import torch
 
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
 from edge_loop.kernels.gpu.graphs import GraphCache, keep_alive_cache
-from edge_loop.kernels.gpu.transfer import as_host_tensor
+from edge_loop.kernels.gpu.transfer import CopyLedger, as_host_tensor
 from edge_loop.kernels.occupancy import (
     DEFAULT_GRID,
     DEFAULT_PARAMS,
@@ -278,10 +278,11 @@ class TorchOccupancyMapper:
 
     def __init__(self, spec: GridSpec = DEFAULT_GRID, params: OccupancyParams = DEFAULT_PARAMS,
                  device: str | torch.device = 'cpu', dtype: torch.dtype = torch.float32,
-                 compile_mode: str | None = None) -> None:
+                 compile_mode: str | None = None, ledger: CopyLedger | None = None) -> None:
         self.spec = spec
         self.params = params
         self.device = torch.device(device)
+        self.ledger = ledger   # counts update()'s transfers (a node's copy audit)
         self.dtype = dtype
         self._graphs = GraphCache(self.device, compile_mode=compile_mode)
         self.reset()
@@ -325,7 +326,11 @@ class TorchOccupancyMapper:
 
     def update(self, depth: np.ndarray, intr: Intrinsics, ext: Extrinsics) -> np.ndarray:
         """Fuse one depth image (uint16 mm or float m, numpy) and return the int8 grid."""
-        self.grid = self.update_tensor(as_host_tensor(depth), intr, ext).cpu().numpy()
+        host = as_host_tensor(depth)
+        self.grid = self.update_tensor(host, intr, ext).cpu().numpy()
+        if self.ledger is not None and self.device.type != 'cpu':
+            self.ledger.note('h2d', host.numel() * host.element_size())
+            self.ledger.note('d2h', self.grid.nbytes, 'grid')
         return self.grid
 
     def update_views(self, views: list[tuple[np.ndarray, Intrinsics, Extrinsics]]
