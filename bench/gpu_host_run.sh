@@ -18,7 +18,6 @@ BAG=${BAG:-data/scenarios/grasp_nominal}
 mkdir -p "$OUT"
 . bench/gpu_host_ros.sh || { echo "ROS set-up failed"; exit 1; }
 export PYTHONUNBUFFERED=1 ROS_DOMAIN_ID=${ROS_DOMAIN_ID:-61}
-cli() { python3 -c 'import sys; from edge_loop.cli import main; sys.exit(main(sys.argv[1:]))' "$@"; }
 {
   date -u; nvidia-smi; python3 -V
   python3 -c 'import torch, numpy, cv2, onnxruntime; print("torch", torch.__version__, "numpy", numpy.__version__, "opencv", cv2.__version__, "onnxruntime", onnxruntime.__version__)'
@@ -31,21 +30,21 @@ timeout 240 python3 bench/placement_step.py --frames 300 --compile default --out
   > "$OUT/placement_step.log" 2>&1; echo "placement_step rc=$?"
 
 echo "== verify"
-timeout 420 bash -c "$(declare -f cli); cli verify --output /tmp/verify --ops \
+timeout 420 python3 -m edge_loop.cli verify --output /tmp/verify --ops \
   occupancy.integrate.cuda.float32 occupancy.integrate.cuda.float16 \
   object_locator.pixel_masks.cuda.float32 object_locator.pixel_masks.cuda.float16 \
   object_locator.pixel_masks.cuda.bfloat16 grasp_planner.score.cuda.float32 \
   grasp_planner.score.cuda.float16 grasp_planner.score.cuda.bfloat16 \
   segnet.torch.cuda.float32 segnet.torch.cuda.float16 segnet.torch.cuda.bfloat16 \
-  object_locator grasp_planner occupancy.integrate" > "$OUT/verify.txt" 2>&1
+  object_locator grasp_planner occupancy.integrate > "$OUT/verify.txt" 2>&1
 echo "verify rc=$?" | tee -a "$OUT/verify.txt"
 cp config/verified.json config/verify_baseline.json "$OUT/"
 
 echo "== demo on the bag, default placement and device cuda"
 for dev in cpu cuda; do
   echo "--- device $dev" >> "$OUT/demo.txt"
-  timeout 150 bash -c "$(declare -f cli); cli demo --bag '$BAG' --device $dev \
-    --report /tmp/demo_$dev --log-dir /tmp/demo_logs_$dev" >> "$OUT/demo.txt" 2>&1
+  timeout 150 python3 -m edge_loop.cli demo --bag "$BAG" --device $dev \
+    --report /tmp/demo_$dev --log-dir /tmp/demo_logs_$dev >> "$OUT/demo.txt" 2>&1
   echo "demo $dev rc=$?" | tee -a "$OUT/demo.txt"
 done
 tar czf "$OUT/demo_reports.tar.gz" -C /tmp demo_cpu demo_cuda demo_logs_cpu demo_logs_cuda \

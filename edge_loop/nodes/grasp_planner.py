@@ -239,17 +239,18 @@ class GraspPlannerNode(StageNode):
         try:
             color, depth, intr = frame_inputs(frame)
             health.audit(frame, color, depth)
+            depth_on_device = None
             if self._scorer is None:
                 scene, obstacles = grasp_scene(depth, intr, self._ext, self._gp)
             else:   # obstacles are found on the device, from the depth sent there now
                 check_inputs(None, depth, intr)
-                scene = height_scene(depth, intr, self._ext)
-                obstacles = self._scorer.depth_to_device(depth)
+                scene, obstacles = height_scene(depth, intr, self._ext), None
+                depth_on_device = self._scorer.depth_to_device(depth)
         except (BadFrameError, ValueError) as exc:
             health.bad_frame(str(exc), frame.stamp)
             return
         # Depth-derived arrays only: the frame (its shared-memory sample) is not kept.
-        work = (scene, obstacles, intr, (time.perf_counter() - t0) * 1e3)
+        work = (scene, obstacles, depth_on_device, intr, (time.perf_counter() - t0) * 1e3)
         self._complete(pairing.add('frame', frame.stamp_ns, work), frame.stamp)
 
     def _on_labels(self, stamp: int, labels: Any) -> None:
@@ -268,7 +269,7 @@ class GraspPlannerNode(StageNode):
         if parts is None or health is None or not self._pubs:
             return
         t0 = time.perf_counter()
-        scene, obstacles, intr, frame_ms = parts['frame']
+        scene, obstacles, depth_on_device, intr, frame_ms = parts['frame']
         poses = parts['objects'].poses
         try:
             labels = parts['labels']
@@ -278,8 +279,8 @@ class GraspPlannerNode(StageNode):
             positions = np.array([[p.position.x, p.position.y, p.position.z] for p in poses],
                                  np.float64).reshape(-1, 3)
             score = None
-            if self._scorer is not None:   # ``obstacles`` is the frame's depth on the device
-                def score(points, depth_t=obstacles, intr=intr):
+            if depth_on_device is not None:
+                def score(points, depth_t=depth_on_device, intr=intr):
                     return self._scorer.plan(depth_t, intr, self._ext, points, self._gp)
             grasps = plan_grasp_segmented(scene, obstacles, positions,
                                           segments_from_labels(labels, len(poses)), self._gp,

@@ -63,3 +63,30 @@ def test_a_period_that_only_warns_still_reports_the_copy_audit():
                                                   int(values['audited_frames']))},
                                ['grasp_planner'], {'grasp_planner': 'cpu'}, {})
     assert item.status is Status.PASS, item.fix
+
+
+def test_a_gpu_stages_transfers_reach_the_demo_observation():
+    # A GPU-placed stage's CopyLedger goes out per frame on /diagnostics and the demo's
+    # observer reads it back, per stage and kind (the copy audit of a GPU-placed loop).
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    from edge_loop.commander import LoopObserver, Observation
+    from edge_loop.kernels.gpu.transfer import CopyLedger
+
+    node = FakeNode()
+    health = StageHealth(node, 'grasp_planner')
+    health.ledger = CopyLedger()
+    for _ in range(4):
+        health.ledger.note('h2d', 640 * 480 * 2)
+        health.ledger.note('d2h', 2880, 'grasp table')
+        health.processed(1.0)
+    health.ledger.note('h2d', 640 * 480 * 2)   # a fifth upload: a frame paired twice
+    health.summary(None)
+    (status,) = node.published[-1].status
+    values = {kv.key: kv.value for kv in status.values}
+    assert values['transfers_per_frame: h2d image'] == '1.25'
+    assert values['transfers_per_frame: d2h grasp table'] == '1'
+    observer = SimpleNamespace(obs=Observation(), manager_error=None)
+    LoopObserver._on_diagnostics(observer, DiagnosticArray(status=[status]))
+    assert observer.obs.transfers == {'grasp_planner': {'h2d image': 1.25,
+                                                        'd2h grasp table': 1.0}}
