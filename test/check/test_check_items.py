@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -225,18 +224,27 @@ def _clean_steps() -> list[StepRecord]:
 
 
 class _Proc:
+    """A child process that prints "up" once its signal handling is in place."""
+
     def __init__(self, name: str, code: str) -> None:
         self.name = name
-        self.proc = subprocess.Popen([sys.executable, '-c', code], start_new_session=True)
+        self.proc = subprocess.Popen([sys.executable, '-c', code], start_new_session=True,
+                                     stdout=subprocess.PIPE, text=True)
+
+    def wait_up(self) -> None:
+        # a real wait: a child still starting on a loaded machine would die of the default
+        # SIGINT action and look like one that needed SIGTERM
+        assert self.proc.stdout.readline().strip() == 'up', f'{self.name} did not start'
 
 
 def test_a_node_that_does_not_shut_down_fails_item_7():
     stubborn = _Proc('stubborn_node', 'import signal, time\n'
                      'signal.signal(signal.SIGINT, signal.SIG_IGN)\nprint("up", flush=True)\n'
                      'time.sleep(60)\n')
-    polite = _Proc('polite_node', 'import time\ntry:\n    time.sleep(60)\n'
-                   'except KeyboardInterrupt:\n    pass\n')
-    time.sleep(0.5)   # both have installed their handlers
+    polite = _Proc('polite_node', 'import time\ntry:\n    print("up", flush=True)\n'
+                   '    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass\n')
+    for p in (stubborn, polite):
+        p.wait_up()
     exits = stop_processes([polite, stubborn], timeout_s=1.0)
     assert [e.signal_needed for e in exits] == ['SIGINT', 'SIGTERM']
     item = lifecycle.judge_lifecycle(_clean_steps(), 1, exits, [], 1.0)
