@@ -28,3 +28,27 @@ def test_the_description_names_the_measurement_and_the_scale():
 def test_a_calibration_without_meaning_is_refused(args):
     with pytest.raises(ValueError, match='calibration needs'):
         MachineCalibration(*args)
+
+
+def test_cores_that_do_not_hold_up_together_count_even_at_full_single_thread_speed():
+    # Two vCPUs that are one core's hyperthreads: one locator at full speed, two much slower.
+    cal = MachineCalibration(5.3, 5.31, 2.0, parallel_ms=8.8, parallel_reference_ms=5.85,
+                             parallel_workers=2)
+    assert cal.slowdown == pytest.approx(8.8 / 5.85)
+    assert 'with 2 at once' in cal.describe() and '1.50x slower' in cal.describe()
+    # ... and the slower of the two ratios counts either way.
+    assert MachineCalibration(10.62, 5.31, 2.0, 5.85, 5.85, 2).slowdown == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize('parallel', [(6.0, None), (None, 6.0), (0.0, 6.0)])
+def test_a_parallel_figure_without_its_reference_is_refused(parallel):
+    with pytest.raises(ValueError, match='parallel figure'):
+        MachineCalibration(5.0, 5.0, 2.0, *parallel)
+
+
+def test_the_parallel_figure_is_measured_in_separate_processes_at_once():
+    from edge_loop.verify.timing import locator_ms_p50_parallel
+    ms = locator_ms_p50_parallel(2, repeats=5)
+    assert 0.1 < ms < 1000.0
+    with pytest.raises(ValueError, match='workers'):
+        locator_ms_p50_parallel(0)

@@ -170,23 +170,32 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
     versions = environment.collect_versions(SOURCE_ROOT)
     items[9] = environment.judge_versions(versions)
 
-    scale, slowdown, judge_latency = 1.0, 1.0, True
+    scale, slowdown, judge_latency, stop_floor = 1.0, 1.0, True, 0.0
     if opts.calibrate:
         # As the replay regression test: the budgets scale by slowdown ** exponent (seven
         # processes queue for the cores, config/regression.yaml); where the config still
         # has a judging limit, a slower machine is not judged at all.
-        reference = gates['realtime_reference_locator_ms']
-        slowdown, here = latency.calibration_factor(reference)
-        exponent = float(gates.get('realtime_budget_exponent', 1.0))
+        calibration = latency.calibrate(gates)
+        slowdown, exponent = calibration.slowdown, calibration.exponent
         limit = gates.get('realtime_judge_max_slowdown')
         judge_latency = limit is None or slowdown <= limit
-        scale = (slowdown ** exponent if judge_latency
+        scale = (calibration.budget_scale if judge_latency
                  else gates.get('realtime_unjudged_budget_scale', 5.0))
         header.calibration = (
-            f'latency budgets x{scale:.2f}: the deployed locator takes {here:.2f} ms here '
-            f'against {reference} ms on the budget machine ({slowdown:.2f}x slower'
+            f'latency budgets x{scale:.2f}: {latency.describe_calibration(calibration)} '
+            f'({slowdown:.2f}x slower'
             + (f', budgets scaled by slowdown ** {exponent:g})' if judge_latency else
                f', over {limit}: latency not judged)'))
+        floors = gates.get('realtime_reference_stage_p99_ms') or {}
+        if floors:
+            margin = float(gates['realtime_stage_floor_margin'])
+            budgets = latency.floored(budgets, floors, margin)
+            out.budgets = budgets
+            stop_floor = margin * float(gates.get('realtime_reference_stop_received_ms', 0.0))
+            header.calibration += (
+                f"; stage budgets and the safe stop's delivery at least the budget "
+                f"machine's own figures x{margin:g} (its cores are shared by every process "
+                'of the loop)')
         say(header.calibration)
     out.scale = scale
 
@@ -250,7 +259,7 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
             mode.recover_frames)
         items[2] = monitor.judge_monitor(fault, budgets.end_to_end_ms * scale,
                                          int(monitor_params.get('misses_to_deactivate', 3)),
-                                         scale)
+                                         scale, stop_floor)
         lo, hi = fault.fault_window
         if hi > lo:
             window = session.window(lo, hi)

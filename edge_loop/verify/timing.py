@@ -257,3 +257,65 @@ def deployed_ms_p50(op: OpSpec, repeats: int = 15) -> float:
             op.deployed(*case.args, **case.kwargs)
             times.append(time.perf_counter() - t)
     return statistics.median(times) * 1e3
+
+
+
+def _locator_worker(repeats: int) -> None:
+    """One of :func:`locator_ms_p50_parallel`'s processes: warm up, say so, time on 'go'."""
+    from edge_loop.verify import ops_vision
+
+    op = next(o for o in ops_vision.OPS if o.name == 'object_locator')
+    case = op.perf_case()
+    times = []
+    with single_threaded_opencv():
+        op.deployed(*case.args, **case.kwargs)
+        print('ready', flush=True)
+        if sys.stdin.readline().strip() != 'go':
+            return
+        for _ in range(repeats):
+            t = time.perf_counter()
+            op.deployed(*case.args, **case.kwargs)
+            times.append(time.perf_counter() - t)
+    print(statistics.median(times) * 1e3, flush=True)
+
+
+def locator_ms_p50_parallel(workers: int, repeats: int = 60, timeout_s: float = 120.0
+                            ) -> float:
+    """Mean over ``workers`` processes of the deployed locator's p50 (ms), all timed at once.
+
+    What :func:`deployed_ms_p50` cannot see: how the cores hold up when several processes
+    compute together (two vCPUs that are one core's hyperthreads, a hypervisor's steal time).
+    The loop is seven processes on those cores, so its latency follows this figure. Each
+    worker is a fresh interpreter (no forked ROS or CUDA state); all start timing together.
+    """
+    import subprocess
+
+    if workers < 1:
+        raise ValueError(f'workers must be >= 1, got {workers}')
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (root, os.environ.get('PYTHONPATH', '')) if p))
+    code = f'from edge_loop.verify.timing import _locator_worker; _locator_worker({repeats})'
+    procs = [subprocess.Popen([sys.executable, '-c', code], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for _ in range(workers)]
+    try:
+        for proc in procs:
+            if proc.stdout.readline().strip() != 'ready':
+                proc.wait(timeout=timeout_s)
+                raise RuntimeError(f'locator timing worker failed: {proc.stderr.read()[-2000:]}')
+        for proc in procs:
+            proc.stdin.write('go\n')
+            proc.stdin.flush()
+        times = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout_s)
+            if proc.returncode != 0 or not out.strip():
+                raise RuntimeError(f'locator timing worker exited {proc.returncode}: {err[-2000:]}')
+            times.append(float(out.split()[-1]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return statistics.fmean(times)

@@ -72,6 +72,44 @@ def test_latency_calibrated_budget_is_scaled_and_said():
     assert 'x2.00, calibrated' in item.measured
 
 
+def test_calibrated_stage_floors_let_a_shared_core_tail_pass_but_not_a_slower_stage():
+    import numpy as np
+
+    # grasp_planner p99 ~ 52 ms: over its 30 ms target budget, within a 40 ms floor x 1.25.
+    tail = _samples(np.random.default_rng(334), grasp_ms=37.0)
+    floored = latency.floored(BUDGETS, {'grasp_planner': 40.0}, 1.25)
+    assert floored.stages == {'object_locator': 30.0, 'grasp_planner': 50.0,
+                              'pick_controller': 10.0}
+    assert floored.end_to_end_ms == BUDGETS.end_to_end_ms     # never floored
+    assert latency.judge_latency(tail, BUDGETS).status is Status.FAIL
+    assert latency.judge_latency(tail, floored, scale=1.1, calibrated=True).status is Status.PASS
+    # 25 % slower than the floor's own figure still fails, naming the stage.
+    slower = _samples(np.random.default_rng(334), grasp_ms=52.0)
+    item = latency.judge_latency(slower, floored, scale=1.1, calibrated=True)
+    assert item.status is Status.FAIL and item.fix.startswith('grasp_planner p99')
+
+
+@pytest.mark.parametrize('floors, margin, match', [({'grasp_planner': 40.0}, 0.9, 'margin'),
+                                                   ({'nope': 1.0}, 1.25, 'without a budget')])
+def test_stage_floors_that_would_tighten_or_name_no_stage_are_refused(floors, margin, match):
+    with pytest.raises(ValueError, match=match):
+        latency.floored(BUDGETS, floors, margin)
+
+
+def test_the_shipped_stage_floors_name_the_monitors_stages():
+    import yaml
+
+    from edge_loop import stages
+
+    gates = yaml.safe_load(config_path('regression.yaml').read_text())['gates']
+    budgets = latency.Budgets.from_monitor_params(
+        stages.monitor_parameters([config_path('pick.yaml')]))
+    floored = latency.floored(budgets, gates['realtime_reference_stage_p99_ms'],
+                              gates['realtime_stage_floor_margin'])
+    assert set(gates['realtime_reference_stage_p99_ms']) == set(budgets.stages)
+    assert all(floored.stages[s] >= budgets.stages[s] for s in budgets.stages)
+
+
 def test_latency_with_too_few_answered_frames_fails():
     import numpy as np
 
@@ -312,6 +350,15 @@ def test_disabled_or_late_monitor_fails_item_2():
     stuck = monitor.judge_monitor(_fault(reactivated=False, controller_after_recovery='inactive'),
                                   66.0, 3)
     assert stuck.status is Status.FAIL and 'did not recover' in stuck.fix
+
+
+def test_a_calibrated_stop_floor_widens_delivery_but_never_the_monitors_detection():
+    late = _fault(stops=[(10**9, 10**9 + 66_000_000 + 28_000_000, 'deadline_miss')])
+    assert monitor.judge_monitor(late, 66.0, 3).status is Status.FAIL     # 28 > 20 ms
+    assert monitor.judge_monitor(late, 66.0, 3, stop_floor_ms=31.25).status is Status.PASS
+    slow_detection = _fault(monitor_detect_p99_ms=5.0)
+    item = monitor.judge_monitor(slow_detection, 66.0, 3, stop_floor_ms=31.25)
+    assert item.status is Status.FAIL and 'detection p99 5.00 ms' in item.fix
 
 
 def test_a_controller_already_down_does_not_show_the_safe_state():

@@ -143,14 +143,9 @@ def _calibration():
 
     from edge_loop import regression
     from edge_loop.paths import config_path
-    from edge_loop.verify import ops_vision
-    from edge_loop.verify.run import deployed_ms_p50
 
     gates = yaml.safe_load(config_path('regression.yaml').read_text())['gates']
-    op = next(o for o in ops_vision.OPS if o.name == 'object_locator')
-    return regression.MachineCalibration(deployed_ms_p50(op),
-                                         gates['realtime_reference_locator_ms'],
-                                         gates['realtime_budget_exponent'])
+    return regression.MachineCalibration.measure(gates)
 
 
 @pytest.fixture(scope='module')

@@ -194,23 +194,33 @@ def test_nominal_frames_no_miss_late_and_missing_command_safe_stop(harness, rig)
     assert '/deadline_monitor' not in writers, writers
     harness.wait_until(lambda: int(loop_status(rig.diags)[1].get('misses', -1)) >= 2, 5.0,
                        'diagnostics with the misses')
-    level, values = loop_status(rig.diags)
     stamps = [f.stamp_ns for f in rig.fake.sent if f.stamp_ns >= 0]
     gap = max(b - a for a, b in zip(stamps, stamps[1:]))
+    # The monitor's own numbers are the stops it sent: its largest detection delay is the
+    # largest (detected - deadline) the stops carry, and each stop was detected after its
+    # deadline and before it arrived here. How fast that is, is bench/bench_deadline.py's: a
+    # CI run on a loaded 2-core host once took 138 ms to publish one stop, and an absolute
+    # bound here judged the host, not the monitor.
+    stops = rig.stops.timed()
+    harness.wait_until(lambda: loop_status(rig.diags)[1].get('detect_samples') == str(len(stops)),
+                       5.0, f'diagnostics counting the {len(stops)} stops')
+    level, values = loop_status(rig.diags)
+    delays = []
+    for received, msg in stops:
+        assert msg.deadline_ns is not None and msg.detected_ns is not None, msg
+        assert msg.deadline_ns <= msg.detected_ns <= received, (msg, received)
+        delays.append(msg.detected_ns - msg.deadline_ns)
+    assert float(values['detect_delay_max_ms']) == pytest.approx(max(delays) / 1e6, abs=0.006), \
+        (values, delays)
+    assert 0 <= float(values['reaction_p50_ms']) <= float(values['reaction_p99_ms']), values
     # A stall is 500 ms of silence as the monitor receives it; a fake camera that kept within
-    # 250 ms leaves a loaded machine's delivery 250 ms of slack before one is right.
+    # 250 ms leaves a loaded machine's delivery 250 ms of slack before one is right (a step of
+    # the system clock is none: stalls are timed monotonic).
     if gap < 0.25e9:
-        # No camera stall (a step of the system clock is none: stalls are timed monotonic),
-        # and the monitor's own numbers: detection + publish well inside one period.
         assert values['camera_stalls'] == '0', values
-        assert float(values['detect_delay_p99_ms']) + float(values['reaction_p99_ms']) < 100, \
-            values
-    else:
-        # The fake camera itself fell silent (this process starved, or the machine paused):
-        # a stall is then right, and found late if the monitor was held up too. The frames'
-        # stops were judged one by one above.
-        warnings.warn(f'fake camera silent for {gap / 1e9:.2f} s: detection numbers not '
-                      f'judged ({values})', stacklevel=1)
+    else:   # the fake camera itself fell silent (this process starved): a stall is then right
+        warnings.warn(f'fake camera silent for {gap / 1e9:.2f} s: stalls not judged ({values})',
+                      stacklevel=1)
     assert int(values['late_commands']) >= 1
     stages = {s.name: {kv.key: kv.value for kv in s.values} for m in rig.diags.msgs()
               for s in m.status}

@@ -33,8 +33,6 @@ from edge_loop.nodes import safe_stop
 from edge_loop.paths import config_path, data_dir, share_dir
 from edge_loop.stats import percentiles
 from edge_loop.testing import ros_harness
-from edge_loop.verify import ops_vision
-from edge_loop.verify.run import deployed_ms_p50
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -309,10 +307,7 @@ def _machine_calibration() -> regression.MachineCalibration:
     A kernel regression cannot hide behind it: ``edge-loop verify`` gates the kernel's speed
     against its reference in one run.
     """
-    op = next(o for o in ops_vision.OPS if o.name == 'object_locator')
-    return regression.MachineCalibration(deployed_ms_p50(op),
-                                          GATES['realtime_reference_locator_ms'],
-                                          GATES['realtime_budget_exponent'])
+    return regression.MachineCalibration.measure(GATES)
 
 
 def _realtime_attempt(ros_domain, tmp_path) -> None:
