@@ -207,9 +207,22 @@ def ray_init(address: str, num_cpus: int | None, temp_dir: Path | None) -> bool:
     return True
 
 
+def client_connected() -> bool:
+    """True when this driver talks to its cluster through Ray Client (``ray://host:port``)."""
+    from ray.util.client import ray as client
+
+    return bool(client.is_connected())
+
+
 def run_ray(chunks: list[list[BagRef]], params: dict[str, Any], collector: Collector, *,
             task: dict[str, Any], ship: bool = False, mode: str = 'fast') -> None:
-    """Every chunk as a Ray generator task; items handled as they arrive (needs ray.init)."""
+    """Every chunk as a Ray task; items handled as they arrive (needs ray.init).
+
+    A streaming generator task per chunk sends each batch of items back as it is ready. Ray
+    Client (``ray://``) has no streaming generators (``'ObjectRefGenerator' object has no
+    attribute 'binary'``, Ray 2.60): there each chunk is a plain task whose items come back
+    together when it ends; retries, the lost-bag accounting and the merge are the same.
+    """
     import ray
 
     options: dict[str, Any] = {'num_cpus': float(task.get('num_cpus', 1)),
@@ -218,30 +231,33 @@ def run_ray(chunks: list[list[BagRef]], params: dict[str, Any], collector: Colle
     if task.get('memory_mb'):
         options['memory'] = int(task['memory_mb']) * 2**20
     batch = (int(task.get('batch_frames', 32)), float(task.get('batch_s', 1.0)))
-    remote = ray.remote(_chunk_task).options(**options)
+    streaming = not client_connected()
+    body = ((_shipped_chunk_task if ship else _chunk_task) if streaming else
+            (_shipped_chunk_whole if ship else _chunk_whole))
+    remote = ray.remote(body).options(**options)
     params_ref = ray.put(params)
     owner: dict[Any, list[str]] = {}
     for chunk in chunks:
-        pairs = [(b.bag_id, b.path) for b in chunk]
-        gen = (remote.remote(pairs, params_ref, batch, mode) if not ship else
-               ray.remote(_shipped_chunk_task).options(**options).remote(
-                   [(b.bag_id, _pack_bag(b.path)) for b in chunk], params_ref, batch, mode))
-        owner[gen] = [b.bag_id for b in chunk]
+        pairs = ([(b.bag_id, b.path, _pack_bag(b.path)) for b in chunk] if ship else
+                 [(b.bag_id, b.path) for b in chunk])
+        owner[remote.remote(pairs, params_ref, batch, mode)] = [b.bag_id for b in chunk]
     pending = list(owner)
     while pending:
         ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
-        for gen in ready:
+        for ref in ready:
             try:
-                items = ray.get(next(gen))
+                batches = [ray.get(next(ref))] if streaming else ray.get(ref)
             except StopIteration:
                 continue
             except Exception as exc:  # noqa: BLE001 - retries spent: list the chunk's bags
-                collector.lost(owner[gen], f'task failed after its retries: '
+                collector.lost(owner[ref], f'task failed after its retries: '
                                            f'{type(exc).__name__}: {str(exc)[:200]}')
                 continue
-            for item in items:
-                collector.handle(item)
-            pending.append(gen)
+            for items in batches:
+                for item in items:
+                    collector.handle(item)
+            if streaming:
+                pending.append(ref)
     leftover = [b for ids in owner.values() for b in ids if b not in collector.results]
     if leftover:
         collector.lost(leftover, 'task ended without a result for this bag')
@@ -256,24 +272,36 @@ def _pack_bag(path: str) -> dict[str, bytes]:
             for f in sorted(root.rglob('*')) if f.is_file()}
 
 
-def _shipped_chunk_task(chunk: list[tuple[str, dict[str, bytes]]], params: dict[str, Any],
-                        batch: tuple[int, float] = (32, 1.0),
+def _shipped_chunk_task(chunk: list[tuple[str, str, dict[str, bytes]]],
+                        params: dict[str, Any], batch: tuple[int, float] = (32, 1.0),
                         mode: str = 'fast') -> Iterator[list[tuple]]:
-    # For a cluster without a shared file system: the bags travel with the task.
+    # For a cluster without a shared file system: the bags travel with the task. A bad bag's
+    # reason names the bag's own path, not the worker's copy of it.
     with tempfile.TemporaryDirectory(prefix='el_bag_') as tmp:
-        pairs = []
-        for i, (bag_id, files) in enumerate(chunk):
+        pairs, origin = [], {}
+        for i, (bag_id, path, files) in enumerate(chunk):
             folder = Path(tmp) / str(i)
             folder.mkdir()
             for name, data in files.items():
                 (folder / name).parent.mkdir(parents=True, exist_ok=True)
                 (folder / name).write_bytes(data)
             pairs.append((bag_id, str(folder)))
-        yield from batched(chunk_items(pairs, params, mode), *batch)
+            origin[bag_id] = (str(folder), path)
+
+        def named(items: Iterator[tuple]) -> Iterator[tuple]:
+            for item in items:
+                if item[0] == 'bad':
+                    copy, path = origin[item[1]]
+                    item = (*item[:3], item[3].replace(copy, path))
+                yield item
+        yield from batched(named(chunk_items(pairs, params, mode)), *batch)
 
 
-def timed(fn: Callable[[], None]) -> float:
-    """Seconds ``fn()`` takes (wall clock)."""
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+def _chunk_whole(*args: Any) -> list[list[tuple]]:
+    # Ray Client's task body: every batch of the chunk, returned when the chunk is done.
+    return list(_chunk_task(*args))
+
+
+def _shipped_chunk_whole(*args: Any) -> list[list[tuple]]:
+    # ... and with the bags travelling with the task.
+    return list(_shipped_chunk_task(*args))

@@ -63,9 +63,11 @@ def test_shipped_bags_report_equals_serial(cluster, bag_set, serial_report):
                             address='auto', progress=False, ship=True)
     assert merge.without_timing(report['bags']['nominal_s800']) == merge.without_timing(
         serial_report['bags']['nominal_s800'])
-    # the bad ones for the same reasons (the path in a reason is the worker's copy)
+    # the bad ones for the same reasons, naming the bag's own path (not the worker's copy)
     assert {b['bag']: b['kind'] for b in report['bad_bags']} == {
         'nominal_s999': 'corrupt', 'joints_only': 'schema'}
+    corrupt = next(b for b in report['bad_bags'] if b['kind'] == 'corrupt')
+    assert str(bag_set / 'broken' / 'nominal_s999') in corrupt['reason'], corrupt
 
 
 def _run_and_kill(bag_set, kill) -> tuple[engine.Collector, str]:

@@ -1,0 +1,60 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""edge-loop regress --address ray://host:port: a driver outside the cluster (Ray Client).
+
+A three-node cluster on this machine with its client server on a free port; the command runs
+as a separate process, as a user runs it against a remote cluster. Ray Client has no
+streaming generators, so each chunk's items come back when the chunk ends: the report must
+still equal a serial run's, bad bags listed, with the bags on the shared file system and
+shipped through the object store.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+from ray.cluster_utils import Cluster
+
+from edge_loop.fleet import cli, merge
+
+pytest.importorskip('grpc', reason='Ray Client needs ray[client] (grpcio): requirements.txt')
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope='module')
+def client_address():
+    port = _free_port()
+    c = Cluster(initialize_head=True, head_node_args={
+        'num_cpus': 0, 'include_dashboard': False, 'ray_client_server_port': port})
+    for _ in range(2):
+        c.add_node(num_cpus=1)
+    c.wait_for_nodes()
+    yield f'ray://127.0.0.1:{port}'
+    c.shutdown()
+
+
+@pytest.mark.parametrize('ship', [False, True], ids=['shared-files', 'shipped'])
+def test_ray_client_report_equals_serial(client_address, bag_set, tmp_path, ship):
+    cli.regress([bag_set], out=tmp_path / 'serial', address='serial', progress=False,
+                cache_dir=None)
+    serial = json.loads((tmp_path / 'serial' / 'report.json').read_text())
+    out = tmp_path / 'out'
+    cmd = [sys.executable, '-m', 'edge_loop.cli', 'regress', str(bag_set), '--address',
+           client_address, '--out', str(out), '--no-cache', '--quiet', *(['--ship'] * ship)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    report = json.loads((out / 'report.json').read_text())
+    assert report['run']['address'] == client_address, done.stderr[-2000:]
+    assert report['run']['workers'] == 2        # the cluster's CPUs, not this machine's
+    assert report['summary']['bad'] == 2, report['summary']
+    assert merge.without_timing(report) == merge.without_timing(serial)
+    assert all(b['reason'] for b in report['bad_bags']), report['bad_bags']
+    assert (out / 'report.md').is_file() and (out / 'report.html').is_file()
