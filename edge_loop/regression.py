@@ -57,11 +57,13 @@ class MachineCalibration:
         ``realtime_budget_exponent`` and, when present,
         ``realtime_reference_locator_parallel_ms`` with ``realtime_reference_parallel_workers``.
         """
-        from edge_loop.verify import ops_vision
-        from edge_loop.verify.timing import deployed_ms_p50, locator_ms_p50_parallel
+        from edge_loop.verify.timing import (
+            deployed_locator,
+            deployed_ms_p50,
+            locator_ms_p50_parallel,
+        )
 
-        op = next(o for o in ops_vision.OPS if o.name == 'object_locator')
-        alone = deployed_ms_p50(op)
+        alone = deployed_ms_p50(deployed_locator())
         reference = gates.get('realtime_reference_locator_parallel_ms')
         if reference is None:
             return cls(alone, gates['realtime_reference_locator_ms'],

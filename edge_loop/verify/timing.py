@@ -259,24 +259,23 @@ def deployed_ms_p50(op: OpSpec, repeats: int = 15) -> float:
     return statistics.median(times) * 1e3
 
 
-
-def _locator_worker(repeats: int) -> None:
-    """One of :func:`locator_ms_p50_parallel`'s processes: warm up, say so, time on 'go'."""
+def deployed_locator() -> OpSpec:
+    """The deployed object locator's op (its fixed performance case calibrates machines)."""
     from edge_loop.verify import ops_vision
 
-    op = next(o for o in ops_vision.OPS if o.name == 'object_locator')
-    case = op.perf_case()
-    times = []
-    with single_threaded_opencv():
-        op.deployed(*case.args, **case.kwargs)
-        print('ready', flush=True)
-        if sys.stdin.readline().strip() != 'go':
-            return
-        for _ in range(repeats):
-            t = time.perf_counter()
-            op.deployed(*case.args, **case.kwargs)
-            times.append(time.perf_counter() - t)
-    print(statistics.median(times) * 1e3, flush=True)
+    return next(o for o in ops_vision.OPS if o.name == 'object_locator')
+
+
+def _locator_worker(repeats: int) -> None:
+    """One of :func:`locator_ms_p50_parallel`'s processes: ready, then time it on 'go'.
+
+    Every worker does the same after 'go' (the case, one warm-up call, the timed calls), so
+    their timed calls overlap.
+    """
+    op = deployed_locator()
+    print('ready', flush=True)
+    if sys.stdin.readline().strip() == 'go':
+        print(deployed_ms_p50(op, repeats), flush=True)
 
 
 def locator_ms_p50_parallel(workers: int, repeats: int = 60, timeout_s: float = 120.0

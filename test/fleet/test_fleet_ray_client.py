@@ -21,8 +21,6 @@ from ray.cluster_utils import Cluster
 
 from edge_loop.fleet import cli, merge
 
-pytest.importorskip('grpc', reason='Ray Client needs ray[client] (grpcio): requirements.txt')
-
 
 def _free_port() -> int:
     with socket.socket() as s:
