@@ -11,10 +11,15 @@
 #      and once with --device cuda: per-stage latency, deadline misses, copies and
 #      host<->device transfers per frame.
 #
+#   4. (tests) the GPU kernel tests on the device (test/kernels/test_gpu_kernels.py).
+#
 #   WHEELS=.whl OUT=/tmp/out bash bench/gpu_host_run.sh
+#   STEPS="tests verify demo" ... runs only those steps (default: all four)
 set -u
 OUT=${OUT:-/tmp/gpu_host_run}
-BAG=${BAG:-data/scenarios/grasp_nominal}
+BAGS=${BAGS:-data/scenarios/grasp_nominal}
+STEPS=${STEPS:-placement tests verify demo}
+on() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 mkdir -p "$OUT"
 . bench/gpu_host_ros.sh || { echo "ROS set-up failed"; exit 1; }
 export PYTHONUNBUFFERED=1 ROS_DOMAIN_ID=${ROS_DOMAIN_ID:-61}
@@ -25,10 +30,19 @@ export PYTHONUNBUFFERED=1 ROS_DOMAIN_ID=${ROS_DOMAIN_ID:-61}
   git log -1 --format='%H %s' 2>/dev/null || true
 } > "$OUT/env.txt" 2>&1
 
+if on placement; then
 echo "== placement_step"
 timeout 240 python3 bench/placement_step.py --frames 300 --compile default --out "$OUT" \
   > "$OUT/placement_step.log" 2>&1; echo "placement_step rc=$?"
+fi
 
+if on tests; then
+echo "== GPU kernel tests"
+timeout 300 python3 -m pytest -q -p no:cacheprovider test/kernels/test_gpu_kernels.py \
+  > "$OUT/pytest_gpu.txt" 2>&1; echo "pytest rc=$?" | tee -a "$OUT/pytest_gpu.txt"
+fi
+
+if on verify; then
 echo "== verify"
 timeout 420 python3 -m edge_loop.cli verify --output /tmp/verify --ops \
   occupancy.integrate.cuda.float32 occupancy.integrate.cuda.float16 \
@@ -39,14 +53,19 @@ timeout 420 python3 -m edge_loop.cli verify --output /tmp/verify --ops \
   object_locator grasp_planner occupancy.integrate > "$OUT/verify.txt" 2>&1
 echo "verify rc=$?" | tee -a "$OUT/verify.txt"
 cp config/verified.json config/verify_baseline.json "$OUT/"
+fi
 
-echo "== demo on the bag, default placement and device cuda"
-for dev in cpu cuda; do
-  echo "--- device $dev" >> "$OUT/demo.txt"
-  timeout 150 python3 -m edge_loop.cli demo --bag "$BAG" --device $dev \
-    --report /tmp/demo_$dev --log-dir /tmp/demo_logs_$dev >> "$OUT/demo.txt" 2>&1
-  echo "demo $dev rc=$?" | tee -a "$OUT/demo.txt"
+if on demo; then
+echo "== demo on the bags, default placement and device cuda"
+for bag in $BAGS; do
+  for dev in cpu cuda; do
+    tag=$(basename "$bag")_$dev
+    echo "--- $bag device $dev" >> "$OUT/demo.txt"
+    timeout 150 python3 -m edge_loop.cli demo --bag "$bag" --device $dev \
+      --report /tmp/demo/$tag --log-dir /tmp/demo/logs_$tag >> "$OUT/demo.txt" 2>&1
+    echo "demo $tag rc=$?" | tee -a "$OUT/demo.txt"
+  done
 done
-tar czf "$OUT/demo_reports.tar.gz" -C /tmp demo_cpu demo_cuda demo_logs_cpu demo_logs_cuda \
-  2>/dev/null
+tar czf "$OUT/demo_reports.tar.gz" -C /tmp demo 2>/dev/null
+fi
 ls -la "$OUT"

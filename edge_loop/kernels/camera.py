@@ -135,6 +135,17 @@ def project(points_cam: np.ndarray, intr: Intrinsics) -> np.ndarray:
                      intr.fy * p[..., 1] / p[..., 2] + intr.cy], axis=-1)
 
 
+def nominal_intrinsics(width: int, height: int) -> Intrinsics:
+    """A camera of ``width`` x ``height`` with the D435's field of view, centred.
+
+    For warm-ups only (a frame of the camera's size before its calibration is known): never
+    for geometry a robot acts on.
+    """
+    scale = width / D435_VGA.width
+    return Intrinsics(fx=D435_VGA.fx * scale, fy=D435_VGA.fy * scale, cx=width / 2.0,
+                      cy=height / 2.0, width=int(width), height=int(height))
+
+
 def warm_up_frame(intr: Intrinsics = D435_VGA, distance_m: float = 0.75
                   ) -> tuple[np.ndarray, np.ndarray]:
     """(rgb8 colour, 16UC1 depth in mm) of a flat grey surface with one box on it.

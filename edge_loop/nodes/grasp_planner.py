@@ -42,6 +42,7 @@ from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from edge_loop import topics
+from edge_loop.kernels.camera import nominal_intrinsics
 from edge_loop.kernels.grasp_planner import GraspParams, grasp_scene, plan_grasp_segmented
 from edge_loop.kernels.grasp_types import GRASP_ALTERNATIVES, PlanarGrasp, grasp_rectangle
 from edge_loop.kernels.object_locator import (
@@ -66,6 +67,7 @@ from edge_loop.placement import PlacementError, device_error, resolve_device
 
 OP_NAME = 'grasp_planner'
 GPU_OP_NAME = 'grasp_planner.score.cuda.float32'
+_GP = GraspParams()   # the kernel's defaults: one source for the node's parameter defaults
 
 # The locator's result for a frame normally comes a few ms after the frame; on a starved machine
 # it can be several frames behind, so pairing waits by stamp (pairing_window_ms), not by a
@@ -121,7 +123,7 @@ class GraspPlannerNode(StageNode):
               'fingertips stay above the tray floor under it', min=0.0, max=0.2, tier='user'),
         Param('clearance', 0.012, 'Added to the object width on each side (m)', min=0.0,
               max=0.05),
-        Param('grasp_depth', 0.015, 'Pad middle below the top of the grasped band (m)',
+        Param('grasp_depth', _GP.grasp_depth, 'Pad middle below the top of the grasped band (m)',
               min=0.0, max=0.1),
         Param('n_angles', 24, 'Closing directions sampled over 180 degrees', min=2, max=180),
         Param('candidate_markers', 10, 'Candidates shown in RViz', min=0, max=100, tier='internal'),
@@ -131,6 +133,9 @@ class GraspPlannerNode(StageNode):
         Param('device', 'cpu', 'Where the candidate scoring runs: cpu, cuda, cuda:N or auto (a '
               'GPU where torch sees one; gated as grasp_planner.score.cuda.float32; see '
               'docs/placement.md)', check=device_error),
+        Param('warmup_size', [640, 480], 'Camera size (width, height) whose GPU graph is '
+              'captured at configure; a frame of another size captures its own on arrival '
+              '(one slow frame). Ignored on the CPU', length=2, min=1, max=8192),
         Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
               max=60.0, tier='internal'),
         Param('pairing_window_ms', 500.0,
@@ -172,6 +177,12 @@ class GraspPlannerNode(StageNode):
             p['min_height'], max_opening=p['max_opening'], finger_width=p['finger_width'],
             finger_thickness=p['finger_thickness'], pad_half_height=p['pad_half_height'],
             clearance=p['clearance'], grasp_depth=p['grasp_depth'], n_angles=p['n_angles'])
+        if self._scorer is not None:
+            t0 = time.perf_counter()
+            width, height = p['warmup_size']
+            self._scorer.warm_up(nominal_intrinsics(width, height), self._ext, self._gp)
+            self.get_logger().info(f'GPU graph for {width}x{height} frames captured in '
+                                   f'{(time.perf_counter() - t0) * 1e3:.0f} ms')
         self._frame_id = p['world_frame']
         self._pubs = {
             'grasp': self.create_lifecycle_publisher(PolygonStamped, topics.GRASP, 10),

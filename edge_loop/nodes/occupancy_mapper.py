@@ -24,6 +24,7 @@ from nav_msgs.msg import MapMetaData, OccupancyGrid
 from std_msgs.msg import Header
 
 from edge_loop import topics
+from edge_loop.kernels.camera import nominal_intrinsics
 from edge_loop.kernels.occupancy import GridSpec, OccupancyMapper, OccupancyParams
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
@@ -83,6 +84,9 @@ class OccupancyMapperNode(StageNode):
         Param('device', 'cpu', 'Where the update runs: cpu, cuda, cuda:N or auto (a GPU where '
               'torch sees one; the torch kernel, gated as occupancy.integrate.cuda.float32; '
               'see docs/placement.md)', check=device_error),
+        Param('warmup_size', [640, 480], 'Camera size (width, height) whose GPU graph is '
+              'captured at configure; a frame of another size captures its own on arrival '
+              '(one slow frame). Ignored on the CPU', length=2, min=1, max=8192),
         Param('pixel_stride', _DEF.pixel_stride, 'Use every n-th pixel in u and v', min=1,
               max=16),
         Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
@@ -125,6 +129,11 @@ class OccupancyMapperNode(StageNode):
             check_deployable_or_fail(self, [GPU_OP_NAME])
             self._mapper = TorchOccupancyMapper(spec, fusion, device=where.device,
                                                 ledger=CopyLedger())
+            t0 = time.perf_counter()
+            width, height = prm['warmup_size']
+            self._mapper.warm_up(nominal_intrinsics(width, height), self._ext)
+            self.get_logger().info(f'GPU graph for {width}x{height} frames captured in '
+                                   f'{(time.perf_counter() - t0) * 1e3:.0f} ms')
         else:
             self._mapper = OccupancyMapper(spec, fusion)
         self.get_logger().info(f'occupancy update on {where.device} ({where.reason})')

@@ -131,6 +131,64 @@ def test_torch_mapper_matches_numpy_mapper_over_frames_with_hysteresis():
     np.testing.assert_array_equal(dep.logodds, ref.logodds)
 
 
+DEVICES = ['cpu', pytest.param('cuda', marks=needs_cuda)]
+
+
+@pytest.mark.parametrize('device', DEVICES)
+def test_torch_mapper_warm_up_leaves_no_trace_and_one_graph_serves_two_cameras(device):
+    # A node's configure warms the mapper up on a synthetic frame of nominal intrinsics; the
+    # real camera (another fx/cx, same size) must then give the numpy mapper's grids from an
+    # empty grid, and on CUDA replay the warm-up's graph (its ray table copied in), not a new
+    # capture.
+    import dataclasses
+
+    from edge_loop.kernels.camera import nominal_intrinsics
+
+    first = scene(640, 480, seed=0, n_boxes=5, depth_encoding='16UC1')
+    other = dataclasses.replace(first.intrinsics, fx=first.intrinsics.fx * 1.1,
+                                cx=first.intrinsics.cx - 7.0)
+    ref, dep = occ.OccupancyMapper(), gocc.TorchOccupancyMapper(device=device)
+    dep.warm_up(nominal_intrinsics(640, 480), first.extrinsics)
+    assert not dep.logodds.any() and dep.grid is None
+    for seed, intr in [(0, first.intrinsics), (1, other), (2, first.intrinsics)]:
+        f = scene(640, 480, seed=seed, n_boxes=5, depth_encoding='16UC1')
+        np.testing.assert_array_equal(dep.update(f.depth, intr, f.extrinsics),
+                                      ref.update(f.depth, intr, f.extrinsics))
+    np.testing.assert_array_equal(dep.logodds, ref.logodds)
+    if device == 'cuda':
+        assert len(dep._graphs._graphs) == 1
+
+
+@pytest.mark.parametrize('device', DEVICES)
+def test_target_scorer_warm_up_then_two_cameras_of_one_size_score_as_the_planner(device):
+    import dataclasses
+
+    from edge_loop.kernels.camera import nominal_intrinsics
+
+    scorer = ggrasp.TargetScorer(device, ledger=CopyLedger())
+    ext = _frames()[2][4]
+    scorer.warm_up(nominal_intrinsics(640, 480), ext)
+    assert not scorer.ledger.counts, 'the warm-up is not counted as a frame'
+    for k, scale in enumerate([1.0, 1.08, 1.0]):
+        f = scene(640, 480, seed=4 + k, n_boxes=6, depth_encoding='16UC1')
+        intr = dataclasses.replace(f.intrinsics, fx=f.intrinsics.fx * scale,
+                                   fy=f.intrinsics.fy * scale)
+        objs = locate_objects(f.color, f.depth, intr, f.extrinsics)
+        target = objs[rank_targets(objs)[0]]
+        ref = plan_grasp(f.depth, intr, f.extrinsics, target=target)
+        dep = scorer.plan(scorer.depth_to_device(f.depth), intr, f.extrinsics,
+                          np.asarray(target.points, np.float32))
+        assert ref
+        _, ok, detail = ops_gpu_vision.compare_grasp_choice(
+            ref, dep, TOL['grasp_planner.score.cuda.float32'])
+        assert ok, f'fx x{scale}: {detail}'
+    if device == 'cuda':
+        assert len(scorer._graphs._graphs) == 1
+    with pytest.raises(ValueError, match='does not match the intrinsics'):
+        scorer.plan(scorer.depth_to_device(f.depth[:, :320]), intr, f.extrinsics,
+                    np.asarray(target.points, np.float32))
+
+
 # --- locator masks ----------------------------------------------------------------------------
 
 def test_locator_masks_fp32_identical_to_the_locator_functions():

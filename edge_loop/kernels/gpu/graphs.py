@@ -75,10 +75,23 @@ class GraphedStep:
             self.static_out = fn(*self.static_in)
         self._held = [dict(cache) for cache in _KEEPALIVE]
 
+        # The device tensors last copied in, per input: a camera's ray table passed as an
+        # input (so that one graph serves any camera of that size) is copied into the graph's
+        # buffer when another table comes, not every frame.
+        self._last: list[torch.Tensor | None] = [None] * len(self.static_in)
+
     def __call__(self, *inputs: torch.Tensor) -> object:
-        """Copy ``inputs`` (host or device tensors) into the static buffers and replay."""
-        for buf, x in zip(self.static_in, inputs, strict=True):
+        """Copy ``inputs`` (host or device tensors) into the static buffers and replay.
+
+        A device tensor that is the very one copied in last time is not copied again: pass
+        constant inputs as cached tensors that nothing writes to (the ray tables are).
+        """
+        last = self._last
+        for i, (buf, x) in enumerate(zip(self.static_in, inputs, strict=True)):
+            if x is last[i]:
+                continue
             buf.copy_(x, non_blocking=True)
+            last[i] = x if x.device == buf.device else None
         self.graph.replay()
         return self.static_out
 

@@ -24,7 +24,7 @@ import math
 import numpy as np
 import torch
 
-from edge_loop.kernels.camera import Extrinsics, Intrinsics
+from edge_loop.kernels.camera import Extrinsics, Intrinsics, warm_up_frame
 from edge_loop.kernels.gpu.graphs import GraphCache, keep_alive_cache
 from edge_loop.kernels.gpu.locator import world_rays_t
 from edge_loop.kernels.gpu.occupancy import depth_metres
@@ -207,24 +207,44 @@ class TargetScorer:
             return []
         block, centroid = target_block(points, p)
         dev, dtype = self.device, self.dtype
-        key = (intrinsics, extrinsics.rotation.tobytes(), extrinsics.translation.tobytes(), p,
-               dtype)
+        if tuple(depth.shape) != (intrinsics.height, intrinsics.width):
+            raise ValueError(f'depth shape {tuple(depth.shape)} does not match the intrinsics '
+                             f'{intrinsics.width}x{intrinsics.height}')
+        # The camera's rays and origin are inputs of the graph (copied in when the camera
+        # changes), so one graph per frame size serves any camera: a warm-up captures it.
+        rays, origin = world_rays_t(intrinsics, extrinsics, dev)
+        key = (p, dtype)
 
         def make():
-            # looked up here, once: the captured (or compiled) function sees tensors only
-            rays, origin = world_rays_t(intrinsics, extrinsics, dev)
-            offs = offsets_on(p.offsets, dev)
+            offs = offsets_on(p.offsets, dev)   # looked up once: the graph sees tensors only
 
-            def step(d, pts, c):
-                obstacles = obstacle_points_on(d, rays, origin, p)
+            def step(d, pts, c, rays_t, origin_t):
+                obstacles = obstacle_points_on(d, rays_t, origin_t, p)
                 return candidate_table(pts, c, obstacles, p, dtype, offs)
             return step
 
         table = self._graphs.run(key, make, depth, torch.from_numpy(block),
-                                 torch.from_numpy(centroid)).cpu().numpy()
+                                 torch.from_numpy(centroid), rays, origin).cpu().numpy()
         if self.ledger is not None and dev.type != 'cpu':
             self.ledger.note('d2h', table.nbytes, 'grasp table')
         return grasps_from_table(table, centroid, p)
+
+
+    def warm_up(self, intrinsics: Intrinsics, extrinsics: Extrinsics,
+                params: GraspParams | None = None) -> None:
+        """Score one synthetic target on a frame of ``intrinsics``' size (a node's configure).
+
+        Pays the one-time costs (device context, kernel loading, graph capture) before the
+        first real frame; any camera of that size then replays the same graph.
+        """
+        ledger, self.ledger = self.ledger, None
+        try:
+            depth = warm_up_frame(intrinsics)[1]
+            points = np.array([[0.0, 0.0, 0.02], [0.01, 0.0, 0.02], [0.0, 0.01, 0.02]],
+                              np.float32)
+            self.plan(self.depth_to_device(depth), intrinsics, extrinsics, points, params)
+        finally:
+            self.ledger = ledger
 
 
 def plan_grasp_on(device: str | torch.device, dtype: torch.dtype = torch.float32,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from edge_loop.kernels.camera import Extrinsics, Intrinsics
+from edge_loop.kernels.camera import Extrinsics, Intrinsics, warm_up_frame
 from edge_loop.kernels.gpu.graphs import GraphCache, keep_alive_cache
 from edge_loop.kernels.gpu.transfer import CopyLedger, as_host_tensor
 from edge_loop.kernels.occupancy import (
@@ -132,15 +132,29 @@ def cell_areas_on(depth: torch.Tensor, rays: RayTable, spec: GridSpec = DEFAULT_
     Tensors, numbers and frozen parameter records only: what ``torch.compile`` traces (the
     table's cache key holds numpy arrays, which Dynamo would turn into guarded tensors).
     """
+    return cell_areas_from(depth, (rays.gx, rays.gy, rays.hz, rays.nominal),
+                           (rays.gx0, rays.gy0, rays.hz0), spec, params)
+
+
+def cell_areas_from(depth: torch.Tensor, tables: tuple[torch.Tensor, ...],
+                    offsets: tuple[float, float, float], spec: GridSpec = DEFAULT_GRID,
+                    params: OccupancyParams = DEFAULT_PARAMS
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`cell_areas_on` with the table as tensors and numbers.
+
+    ``tables`` is ``(gx, gy, hz, nominal)``, ``offsets`` is ``(gx0, gy0, hz0)``: the form in
+    which a graph takes the camera's table as inputs.
+    """
     s = params.pixel_stride
-    dtype = rays.gx.dtype
+    gx_t, gy_t, hz_t, nominal_t = tables
+    gx0, gy0, hz0 = offsets
+    dtype = gx_t.dtype
     # Read in ``dtype``, compute in float32: the patch areas are differences of coordinates
     # near 100 cells, which half precision (11-bit mantissa) would cancel to a few bits.
     z = depth_metres(depth[::s, ::s] if s > 1 else depth, dtype).to(torch.float32)
-    gx_r, gy_r, hz_r, nominal = (t.to(torch.float32) for t in (rays.gx, rays.gy, rays.hz,
-                                                                 rays.nominal))
-    gx = gx_r * z + rays.gx0
-    gy = gy_r * z + rays.gy0
+    gx_r, gy_r, hz_r, nominal = (t.to(torch.float32) for t in tables)
+    gx = gx_r * z + gx0
+    gy = gy_r * z + gy0
     dxu = gx[:-1, 1:] - gx[:-1, :-1]
     dyu = gy[:-1, 1:] - gy[:-1, :-1]
     dxv = gx[1:, :-1] - gx[:-1, :-1]
@@ -150,7 +164,7 @@ def cell_areas_on(depth: torch.Tensor, rays: RayTable, spec: GridSpec = DEFAULT_
     flat_area = nominal * zc * zc
     # Next to a hole (NaN) or across a jump: assume a table-parallel patch.
     area = torch.where(area <= params.max_area_ratio * flat_area, area, flat_area)
-    hz = hz_r[:-1, :-1] * zc + rays.hz0
+    hz = hz_r[:-1, :-1] * zc + hz0
     px = torch.floor(gx[:-1, :-1])
     py = torch.floor(gy[:-1, :-1])
     keep = (hz <= params.max_height) & (px >= 0) & (px < spec.width) & (py >= 0) & (
@@ -305,24 +319,43 @@ class TorchOccupancyMapper:
         Returns the int8 grid on the device. On CUDA the whole update is one graph replay.
         """
         spec, params, dtype = self.spec, self.params, self.dtype
-        key = (intr, ext.rotation.tobytes(), ext.translation.tobytes(), spec, params, dtype)
+        rays = checked_rays(tuple(depth.shape), intr, ext, spec, params, self.device, dtype)
+        # The camera's ray table is an input of the graph, not captured in it: one graph per
+        # frame size serves any intrinsics (a warm-up at configure captures it before the
+        # first frame; the real camera's table is copied into it once). The offsets depend on
+        # the extrinsics only.
+        key = (rays.gx0, rays.gy0, rays.hz0, spec, params, dtype)
 
         def make():
-            rays = checked_rays(tuple(depth.shape), intr, ext, spec, params, self.device,
-                                dtype)
+            offsets = (rays.gx0, rays.gy0, rays.hz0)
 
-            def step(lo, d, prev):
-                new = update_logodds(lo, *cell_areas_on(d, rays, spec, params), params)
+            def step(lo, d, prev, gx, gy, hz, nominal):
+                areas = cell_areas_from(d, (gx, gy, hz, nominal), offsets, spec, params)
+                new = update_logodds(lo, *areas, params)
                 return new, occupancy_grid_torch(new, params, prev)
             return step
 
         prev = self.grid_t if self.grid_t is not None else torch.full(
             spec.shape, OCC_UNKNOWN, dtype=torch.int8, device=self.device)
-        new, grid = self._graphs.run(key, make, self.logodds_t, depth, prev)
+        new, grid = self._graphs.run(key, make, self.logodds_t, depth, prev, rays.gx, rays.gy,
+                                     rays.hz, rays.nominal)
         # the graph's outputs are its static buffers: keep copies as the state
         self.logodds_t = new.clone()
         self.grid_t = grid.clone()
         return self.grid_t
+
+    def warm_up(self, intr: Intrinsics, ext: Extrinsics) -> None:
+        """Run one synthetic frame of ``intr``'s size, then forget it (a node's configure).
+
+        Pays the one-time costs (device context, kernel loading, graph capture) before the
+        first real frame; any camera of that size then replays the same graph.
+        """
+        ledger, self.ledger = self.ledger, None
+        try:
+            self.update(warm_up_frame(intr)[1], intr, ext)
+        finally:
+            self.ledger = ledger
+            self.reset()
 
     def update(self, depth: np.ndarray, intr: Intrinsics, ext: Extrinsics) -> np.ndarray:
         """Fuse one depth image (uint16 mm or float m, numpy) and return the int8 grid."""
