@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,7 @@ class EpisodeResult:
     wall_s: float = 0.0
 
 
-def _perceive(world, frame, perception: str):
+def _perceive(world, frame, perception: str, grasp_params=None):
     """(grasp or None, the planner's other grasps best first) from one rendered frame."""
     if perception == 'truth':
         from edge_loop.sim.baselines import mask_centroid_grasp
@@ -69,7 +70,8 @@ def _perceive(world, frame, perception: str):
     # the lighting), not only the depth
     depth = frame.depth_mm
     objects = locate_objects(frame.color, depth, frame.intrinsics, world.extrinsics)
-    grasps = plan_grasp(depth, frame.intrinsics, world.extrinsics, objects=objects)
+    grasps = plan_grasp(depth, frame.intrinsics, world.extrinsics, objects=objects,
+                        params=grasp_params)
     return (grasps[0], grasps[1:1 + GRASP_ALTERNATIVES]) if grasps else (None, [])
 
 
@@ -135,8 +137,12 @@ def _geometry_above(world, xs: np.ndarray, ys: np.ndarray, z: float) -> bool:
 def run_pick_episode(seed: int, lighting: str = 'nominal', *, split: str = 'heldout',
                      n_objects: int | None = None, perception: str = 'vision',
                      time_limit_s: float = 40.0, camera_hz: float = 15.0,
-                     params: PolicyParams | None = None) -> EpisodeResult:
-    """Run one pick in scene ``seed`` under ``lighting``; see the module docstring."""
+                     params: PolicyParams | None = None,
+                     grasp_params: Any = None) -> EpisodeResult:
+    """Run one pick in scene ``seed`` under ``lighting``; see the module docstring.
+
+    ``grasp_params``: the planner's ``GraspParams`` (None: its defaults).
+    """
     from edge_loop.sim.world import DT, SimWorld
 
     wall0 = time.perf_counter()
@@ -165,7 +171,8 @@ def run_pick_episode(seed: int, lighting: str = 'nominal', *, split: str = 'held
                 frame = world.render()
                 grid = mapper.update(frame.depth_mm, frame.intrinsics, world.extrinsics)
                 inputs.occupancy, inputs.occupancy_stamp = grid, now
-                inputs.grasp, inputs.grasp_alternatives = _perceive(world, frame, perception)
+                inputs.grasp, inputs.grasp_alternatives = _perceive(world, frame, perception,
+                                                                        grasp_params)
                 inputs.grasp_stamp = now
             out = policy.step(now, inputs)
             if not phases or phases[-1][1] != out.phase:

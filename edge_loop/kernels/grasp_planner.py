@@ -68,7 +68,7 @@ class GraspParams:
     finger_width: float = 0.02        # pad width across the closing direction
     finger_thickness: float = 0.012   # finger extent along the closing direction
     clearance: float = 0.012          # added on each side of the contact width
-    grasp_depth: float = 0.015        # TCP below the band's highest point
+    grasp_depth: float = 0.025        # TCP below the band's highest point (docs/worlds.md)
     pad_half_height: float = 0.015    # pad middle to fingertip
     floor_height: float = 0.005       # tray floor top above the table
     table_margin: float = 0.002       # fingertips at least this high above the floor
