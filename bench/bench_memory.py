@@ -63,6 +63,7 @@ from edge_loop.reasoning.decoder import (  # noqa: E402
     random_decoder,
     weights_nbytes,
 )
+from edge_loop.reasoning.gate import FrameGate  # noqa: E402
 
 LOOP_LABEL = ('representative perception+control step (edge_loop.memory.loop_step), '
               'not the verified loop kernels')
@@ -293,9 +294,10 @@ def phase_formats(args: argparse.Namespace, device: torch.device) -> dict[str, A
 class DecoderThread(threading.Thread):
     """Generates continuously in this process, one synchronised token at a time."""
 
-    def __init__(self, runner: DecodeRunner, pace_tps: float) -> None:
+    def __init__(self, runner: DecodeRunner, pace_tps: float, gate: FrameGate | None = None
+                 ) -> None:
         super().__init__(daemon=True)
-        self.runner, self.pace_tps = runner, pace_tps
+        self.runner, self.pace_tps, self.gate = runner, pace_tps, gate
         self.stop_flag = threading.Event()
         self.tokens = 0
         self.seconds = 0.0
@@ -307,6 +309,10 @@ class DecoderThread(threading.Thread):
         t0 = time.perf_counter()
         next_t = t0
         while not self.stop_flag.is_set():
+            if self.gate is not None:   # chunk by chunk, between the loop's frames
+                self.runner.step_between_frames(self.gate, done)
+                self.tokens += 1
+                continue
             self.runner.step()
             if done is not None:
                 done.record(self.runner.stream)
@@ -323,7 +329,8 @@ class DecoderThread(threading.Thread):
 
 
 def run_loop(step: RepresentativeStep, seconds: float, hz: float, deadline_ms: float,
-             stream: Any = None, samples: list[float] | None = None) -> dict[str, Any]:
+             stream: Any = None, samples: list[float] | None = None,
+             gate: FrameGate | None = None) -> dict[str, Any]:
     """Frames at ``hz`` for ``seconds``: per-stage (device events) and end-to-end latency."""
     dev = step.device
     cuda = dev.type == 'cuda'
@@ -337,7 +344,9 @@ def run_loop(step: RepresentativeStep, seconds: float, hz: float, deadline_ms: f
     next_t = time.perf_counter()
     ctx = torch.cuda.stream(stream) if cuda and stream is not None else None
     if hasattr(step, 'stage_names'):
-        return run_graphed_loop(step, seconds, hz, deadline_ms, stream, samples)
+        return run_graphed_loop(step, seconds, hz, deadline_ms, stream, samples, gate)
+    if gate is not None:
+        raise ValueError('the frame gate is wired into the graphed loop step only')
     while time.perf_counter() < t_end:
         step.host_depth[0, : 1 + int(torch.randint(0, 8, (1,), generator=gen))] = 0.7
         t0 = time.perf_counter()
@@ -379,11 +388,14 @@ def run_loop(step: RepresentativeStep, seconds: float, hz: float, deadline_ms: f
 
 
 def run_graphed_loop(step: GraphedKernelsStep, seconds: float, hz: float, deadline_ms: float,
-                     stream: Any = None, samples: list[float] | None = None) -> dict[str, Any]:
+                     stream: Any = None, samples: list[float] | None = None,
+                     gate: FrameGate | None = None) -> dict[str, Any]:
     """:func:`run_loop` for a step of CUDA-graphed stages: each stage timed by device events.
 
     End to end = host wall time from the frame's start (the slot written) to the ranked
-    grasps on the host (upload, every stage, download, the host's ranking).
+    grasps on the host (upload, every stage, download, the host's ranking). With ``gate``,
+    the frame is announced to it at its start and released, with the next frame's due time,
+    once its results are on the host.
     """
     dev = step.device
     cuda = dev.type == 'cuda'
@@ -399,15 +411,19 @@ def run_graphed_loop(step: GraphedKernelsStep, seconds: float, hz: float, deadli
     with ctx:
         while time.perf_counter() < t_end:
             step.perturb(gen)
+            if gate is not None:
+                gate.frame_begin()
             t0 = time.perf_counter()
             step.timed(ev) if cuda else step()
             e2e.append((time.perf_counter() - t0) * 1e3)
+            next_t += period
+            if gate is not None:
+                gate.frame_end(max(next_t, time.perf_counter()))
             if samples is not None:
                 samples.append(e2e[-1])
             if cuda:
                 for i, name in enumerate(names):
                     stages[name].append(ev[i].elapsed_time(ev[i + 1]))
-            next_t += period
             delay = next_t - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
@@ -536,6 +552,83 @@ def phase_interference(args: argparse.Namespace, device: torch.device) -> dict[s
     out['loop_alone_end'] = run_loop(step, args.window_s, args.loop_hz, args.deadline_ms, hi)
     out['ratios_vs_alone_before'] = ratios(out)
     log('ratios:', json.dumps(out['ratios_vs_alone_before']))
+    return out
+
+
+def phase_gated(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """The decoder scheduled between the loop's frames (edge_loop.reasoning.gate), side by side.
+
+    Same process, loop on a high-priority stream. Windows in one run: the loop alone at each
+    rate used; the decoder free-running beside the loop (one graph per token, the last
+    sessions' best arrangement); then each ``--gate-cases`` entry ``chunks:guard_ms:hz``: the
+    decode step captured as that many graphs of consecutive layers, a chunk launched only
+    when it is expected to end ``guard_ms`` before the next frame (negative: it may run that
+    far into it), the loop at ``hz``; the loop alone again at the end. Per case: stages and
+    end-to-end p50/p99, misses, tokens/s, the gate's counters, p99 ratios to the loop alone
+    at the same rate (the first window).
+    """
+    cases = []
+    for spec in args.gate_cases:
+        chunks, guard_ms, hz = spec.split(':')
+        cases.append((int(chunks), float(guard_ms), float(hz)))
+    step = make_loop_step(args, device)
+    for _ in range(50 if device.type == 'cuda' else 2):
+        step()
+    sync(device)
+    out: dict[str, Any] = {'label': getattr(step, 'label', LOOP_LABEL),
+                           'decoder_format': args.formats[0], 'cases': args.gate_cases}
+    hi, lo = make_stream(device, True), make_stream(device, False)
+    dec, runner, info = build_decoder(args, args.formats[0], device, stream=lo)
+    out['decoder'] = {k: info[k] for k in ('weights_bytes', 'kv_cache_bytes', 'graph_pool_bytes',
+                                           'compile_mode', 'attention')}
+    chunked = {}
+    for k in sorted({c for c, _, _ in cases}):
+        # shares the decoder: weights, KV cache and its compiled block
+        r = DecodeRunner(dec, stream=lo, chunks=k)
+        r.start(1, 0)
+        r.capture()
+        chunked[k] = r
+        out[f'decoder_alone_tokens_per_s_chunks_{k}'] = r.tokens_per_second(args.tokens)
+    out['decoder_alone_tokens_per_s_graph'] = runner.tokens_per_second(args.tokens)
+    log('decoder alone tok/s:', out['decoder_alone_tokens_per_s_graph'],
+        {k: round(out[f'decoder_alone_tokens_per_s_chunks_{k}'], 1) for k in chunked})
+    alone: dict[float, dict[str, Any]] = {}
+    for hz in sorted({args.loop_hz, *(h for _, _, h in cases)}, reverse=True):
+        alone[hz] = run_loop(step, args.window_s, hz, args.deadline_ms, hi)
+        out[f'loop_alone_{hz:g}hz'] = alone[hz]
+        log(f'loop alone {hz:g} Hz:', json.dumps(alone[hz]['end_to_end_ms']))
+    windows = [('same_process_free', runner, None, args.loop_hz)] + [
+        (f'gated_chunks_{k}_guard_{g:g}ms_{hz:g}hz', chunked[k], FrameGate(guard_s=g / 1e3), hz)
+        for k, g, hz in cases]
+    ratios_out = {}
+    for name, r, gate, hz in windows:
+        thread = DecoderThread(r, 0.0, gate)
+        thread.start()
+        time.sleep(0.5)
+        res = run_loop(step, args.window_s, hz, args.deadline_ms, hi, gate=gate)
+        thread.stop_flag.set()
+        if gate is not None:
+            gate.frame_end(None)   # no more frames: let the last chunk through
+        thread.join()
+        res['decoder_tokens_per_s'] = thread.tokens / max(thread.seconds, 1e-9)
+        res['loop_hz'] = hz
+        if gate is not None:
+            st = gate.stats
+            res['gate'] = {'guard_ms': gate.guard_s * 1e3, 'runs': st.runs,
+                           'waited_s': st.waited_s, 'frames': st.frames,
+                           'overlapped_frames': st.overlapped_frames,
+                           'idle_runs': st.idle_runs,
+                           'chunk_ms_max': {str(k): gate.expected_s(k) * 1e3
+                                            for k in st.run_s}}
+        out[name] = res
+        ratios_out[name] = ratios({'loop_alone_before': alone[hz], name: res})[name]
+        log(f'{name}: e2e', json.dumps(res['end_to_end_ms']),
+            f'tok/s {res["decoder_tokens_per_s"]:.1f}', json.dumps(ratios_out[name]))
+    out['loop_alone_end'] = run_loop(step, args.window_s, args.loop_hz, args.deadline_ms, hi)
+    ratios_out['loop_alone_end'] = ratios({'loop_alone_before': alone[args.loop_hz],
+                                           'end': out['loop_alone_end']})['end']
+    out['ratios_vs_alone_same_rate'] = ratios_out
+    release(dec, runner, *chunked.values())
     return out
 
 
@@ -865,7 +958,7 @@ def main() -> None:
     parser.add_argument('--soak-variants', default='default,expandable',
                         help='allocator settings of the soak, one run each')
     parser.add_argument('--phases', default='formats,loop,interference,fits,soak',
-                        help='any of formats,loop,interference,fits,audit,soak')
+                        help='any of formats,loop,interference,gated,fits,audit,soak')
     parser.add_argument('--bag-npz', default='.replay/grasp_nominal.npz',
                         help='frames of a bag (bench/placement_replay.py export) for the audit')
     parser.add_argument('--audit-passes', type=int, default=5)
@@ -874,6 +967,10 @@ def main() -> None:
                         'running Python, e.g. an eager prefill, holds the loop off that long)')
     parser.add_argument('--capture-priority', type=int, default=0,
                         help='stream priority of the graphed loop step capture (-1..-3: high)')
+    parser.add_argument('--gate-cases', type=lambda s: s.split(','),
+                        default=['8:0.3:100', '16:0.3:100', '16:-0.3:100', '16:0.3:30'],
+                        help='phase gated: windows as chunks:guard_ms:loop_hz (a chunk must '
+                        'end guard_ms before the next frame; negative: may run into it)')
     parser.add_argument('--result', default='')
     parser.add_argument('--out', default=os.environ.get('OUT', 'bench/results'))
     args = parser.parse_args()
@@ -896,6 +993,7 @@ def main() -> None:
     for name, fn in (('formats', lambda: phase_formats(args, device)),
                      ('loop', lambda: phase_loop_alone(args, device)),
                      ('interference', lambda: phase_interference(args, device)),
+                     ('gated', lambda: phase_gated(args, device)),
                      ('fits', lambda: phase_fits(args)),
                      ('audit', lambda: phase_audit(args, device)),
                      ('soak', lambda: phase_soak(args, out_dir))):

@@ -15,6 +15,7 @@ the next position back into its own input tensors, on the device.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from dataclasses import dataclass
@@ -125,15 +126,29 @@ class Decoder:
         Each token attends to every cached position up to its own, so a prompt can be fed in
         one call (prefill) or one token at a time (decode) with the same result.
         """
+        x, cos, sin, visible = self.prologue(tokens, positions)
+        x = self.blocks(x, cos, sin, positions, visible, 0, len(self.layers))
+        return self.epilogue(x, last_only)
+
+    def prologue(self, tokens: torch.Tensor, positions: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Embeddings, rotary tables and visibility of ``tokens`` (the start of a forward)."""
         x = F.embedding(tokens, self.embed)
         cos = self.cos.index_select(0, positions)[:, None, :]
         sin = self.sin_signed.index_select(0, positions)[:, None, :]
         # (1, T, context): True where the cached slot is visible from that token
         visible = (self.slots[None, :] <= positions[:, None])[None]
+        return x, cos, sin, visible
+
+    def blocks(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+               positions: torch.Tensor, visible: torch.Tensor, first: int,
+               stop: int) -> torch.Tensor:
+        """Layers ``first`` to ``stop - 1`` on ``x`` (a forward can run in layer chunks)."""
         cfg = self.cfg
         # decode steps only: a prompt's length varies, and each length would be a compilation
-        compiled_block = self._block_fn if tokens.shape[0] == 1 else None
-        for i, layer in enumerate(self.layers):
+        compiled_block = self._block_fn if x.shape[0] == 1 else None
+        for i in range(first, stop):
+            layer = self.layers[i]
             if compiled_block is not None:
                 x = compiled_block(x, layer.attn_norm, layer.qkv.weight, layer.o.weight,
                                    layer.mlp_norm, layer.gate_up.weight, layer.down.weight,
@@ -146,9 +161,13 @@ class Decoder:
                                       eps=cfg.rms_norm_eps, n_heads=cfg.num_attention_heads,
                                       n_kv_heads=cfg.num_key_value_heads,
                                       head_dim=cfg.head_dim, attention=self.attention)
+        return x
+
+    def epilogue(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """Logits from the last layer's output (the end of a forward)."""
         if last_only:
             x = x[-1:]
-        return self.lm_head.forward(_rms(x, self.norm, cfg.rms_norm_eps))
+        return self.lm_head.forward(_rms(x, self.norm, self.cfg.rms_norm_eps))
 
     def reset(self) -> None:
         """Forget the cached keys and values."""
@@ -285,33 +304,67 @@ def random_decoder(cfg: DecoderConfig, *, fmt: str = 'fp16', context: int = 1024
 
 
 class DecodeRunner:
-    """Greedy decoding one token per call, replayed from a CUDA graph where there is one.
+    """Greedy decoding one token per call, replayed from CUDA graphs where there are some.
 
     The step reads ``token`` and ``position`` (device tensors of shape (1,)), writes the argmax
     token back into ``token`` and advances ``position`` (wrapping at the cache's end, so a
     benchmark can generate forever), all on the device: no host round trip per token.
+
+    ``chunks`` > 1 captures the step as that many graphs of consecutive layers (the hidden
+    state, rotary rows and visibility kept in static buffers between them), replayed in order:
+    the same arithmetic, in pieces short enough to be scheduled between a control loop's
+    frames (:meth:`step_between_frames`, :class:`edge_loop.reasoning.gate.FrameGate`).
     """
 
     def __init__(self, decoder: Decoder, *, use_graph: bool | None = None,
                  stream: torch.cuda.Stream | None = None,
-                 compile_mode: str | None = None) -> None:
+                 compile_mode: str | None = None, chunks: int = 1) -> None:
         self.decoder = decoder
         if compile_mode is not None:
             decoder.compile_blocks(compile_mode)   # compiled at the first step (capture)
+        n_layers = len(decoder.layers)
+        if not 1 <= chunks <= n_layers:
+            raise ValueError(f'chunks must be 1..{n_layers} (the layers), got {chunks}')
         dev = decoder.device
         self.token = torch.zeros(1, dtype=torch.long, device=dev)
         self.position = torch.zeros(1, dtype=torch.long, device=dev)
         self.use_graph = dev.type == 'cuda' if use_graph is None else use_graph
         self.stream = stream
         self.graph: Any = None
+        # layer bounds of each chunk, as even as the layer count allows
+        self.bounds = [round(i * n_layers / chunks) for i in range(chunks + 1)]
+        self.chunk_graphs: list[Any] = []
+        self._state: tuple[torch.Tensor, ...] | None = None
 
     def _step(self) -> None:
         logits = self.decoder.forward(self.token, self.position)
         self.token.copy_(logits[-1].argmax())
         self.position.add_(1).remainder_(self.decoder.context)
 
+    def _chunk(self, k: int) -> None:
+        """Chunk ``k`` of a decode step; reads and writes the static state buffers."""
+        dec, b = self.decoder, self.bounds
+        x_buf, cos, sin, visible = self._state
+        if k == 0:
+            x, c, s, v = dec.prologue(self.token, self.position)
+            cos.copy_(c)
+            sin.copy_(s)
+            visible.copy_(v)
+        else:
+            x = x_buf
+        x = dec.blocks(x, cos, sin, self.position, visible, b[k], b[k + 1])
+        if k == len(b) - 2:
+            self.token.copy_(dec.epilogue(x)[-1].argmax())
+            self.position.add_(1).remainder_(dec.context)
+        else:
+            x_buf.copy_(x)
+
     def capture(self, warmup: int = 3) -> None:
-        """Warm up and capture one decode step (CUDA only; a no-op elsewhere)."""
+        """Warm up and capture one decode step (CUDA; elsewhere only the chunks' buffers)."""
+        chunked = len(self.bounds) > 2
+        if chunked:   # the buffers the chunks hand the hidden state over in
+            self._state = tuple(t.clone() for t in self.decoder.prologue(self.token,
+                                                                         self.position))
         if not self.use_graph:
             return
         stream = self.stream or torch.cuda.Stream(device=self.decoder.device)
@@ -319,10 +372,22 @@ class DecodeRunner:
         with torch.cuda.stream(stream):
             for _ in range(warmup):
                 self._step()
+                if chunked:
+                    for k in range(len(self.bounds) - 1):
+                        self._chunk(k)
         torch.cuda.current_stream(self.decoder.device).wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, stream=stream):
-            self._step()
+        if not chunked:
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph, stream=stream):
+                self._step()
+        else:
+            # one memory pool for the chunks: captured and replayed in the same order
+            pool = torch.cuda.graph_pool_handle()
+            for k in range(len(self.bounds) - 1):
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g, stream=stream, pool=pool):
+                    self._chunk(k)
+                self.chunk_graphs.append(g)
         torch.cuda.synchronize(self.decoder.device)
 
     def start(self, token: int, position: int) -> None:
@@ -330,7 +395,7 @@ class DecodeRunner:
         self.position.fill_(position)
 
     def step(self) -> None:
-        """Decode one token (replay the graph, or run eagerly)."""
+        """Decode one token (replay the graph or graphs, or run eagerly)."""
         # A graph replays on the calling thread's current stream, not the one it was
         # captured on: enter the runner's stream so its priority applies.
         if self.stream is not None:
@@ -342,8 +407,42 @@ class DecodeRunner:
     def _replay_or_run(self) -> None:
         if self.graph is not None:
             self.graph.replay()
+        elif self.chunk_graphs:
+            for g in self.chunk_graphs:
+                g.replay()
+        elif self._state is not None:   # chunked, eager (no graphs on this device)
+            for k in range(len(self.bounds) - 1):
+                self._chunk(k)
         else:
             self._step()
+
+    def step_between_frames(self, gate: Any, done: Any = None) -> None:
+        """Decode one token chunk by chunk, each launched only when ``gate`` lets it.
+
+        ``gate.run(fn, kind)`` launches ``fn`` when no frame is in flight and the chunk is
+        expected to finish before the next frame, and returns once the chunk is done on the
+        device (``done``: a reusable ``torch.cuda.Event``; on the CPU the work is synchronous).
+        Without chunk graphs the whole step is one chunk.
+        """
+        ctx = (torch.cuda.stream(self.stream) if self.stream is not None
+               else contextlib.nullcontext())
+        if self.chunk_graphs:
+            parts = [g.replay for g in self.chunk_graphs]
+        elif self._state is not None:
+            parts = [functools.partial(self._chunk, k) for k in range(len(self.bounds) - 1)]
+        else:
+            parts = [self._replay_or_run]
+
+        def launch_and_wait(fn: Any) -> None:
+            with ctx:
+                fn()
+                if done is not None:
+                    done.record()
+            if done is not None:
+                done.synchronize()
+
+        for k, fn in enumerate(parts):
+            gate.run(functools.partial(launch_and_wait, fn), k)
 
     def tokens_per_second(self, n_tokens: int) -> float:
         """Generate ``n_tokens`` back to back and return the rate (synchronised)."""

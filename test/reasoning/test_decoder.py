@@ -199,3 +199,29 @@ def test_choice_with_random_weights_is_never_meaningful():
     dec = random_decoder(TINY, context=512, dtype=torch.float32)
     choice = choose_target(dec, CheckpointTokenizer(), 'pick', [(0.0, 0.0, 0.0), (1.0, 0, 0)])
     assert choice is not None and not choice.meaningful
+
+
+def test_runner_in_layer_chunks_decodes_the_same_tokens(tiny_checkpoint):
+    # The step split into chunks of layers (what the frame gate schedules) is the same
+    # arithmetic: the same greedy tokens as the one-piece step, whether run through
+    # step() or chunk by chunk through a gate.
+    from edge_loop.reasoning.gate import FrameGate
+
+    directory, _ = tiny_checkpoint
+    produced = {}
+    for chunks in (1, 2):
+        dec = checkpoint.load_checkpoint(directory, context=32, dtype=torch.float32)
+        runner = DecodeRunner(dec, chunks=chunks)
+        runner.start(token=5, position=0)
+        runner.capture()
+        gate = FrameGate()
+        tokens = [5]
+        for i in range(6):
+            runner.step() if i % 2 else runner.step_between_frames(gate)
+            tokens.append(int(runner.token))
+        assert int(runner.position) == 6
+        produced[chunks] = tokens
+        assert gate.stats.runs == 3 * chunks
+    assert produced[1] == produced[2]
+    with pytest.raises(ValueError, match='chunks must be 1..2'):
+        DecodeRunner(dec, chunks=3)

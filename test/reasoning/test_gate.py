@@ -1,0 +1,69 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""The frame gate: background work only between a periodic loop's frames."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from edge_loop.reasoning.gate import FrameGate, window_allows
+
+
+@pytest.mark.parametrize('now, in_frame, next_t, work, ok, wait', [
+    (0.0, True, None, 0.001, False, None),      # a frame in flight: wait for its end
+    (0.0, False, None, 0.001, True, 0.0),       # no frame seen yet: nothing to protect
+    (0.0, False, 0.010, 0.005, True, 0.0),      # fits with the guard to spare
+    (0.0, False, 0.010, 0.0099, False, 0.012),  # would run into the next frame
+    (0.0125, False, 0.010, 0.005, True, 0.0),   # the frame is overdue by > late: idle loop
+    (0.011, False, 0.010, 0.005, False, 0.001),  # overdue, not yet by late_s: still wait
+])
+def test_window_rule(now, in_frame, next_t, work, ok, wait):
+    got_ok, got_wait = window_allows(now, in_frame, next_t, work, guard_s=3e-4, late_s=2e-3)
+    assert got_ok is ok
+    assert got_wait == (pytest.approx(wait) if wait is not None else None)
+
+
+def test_gate_keeps_background_work_out_of_frames_and_lets_it_run_between_them():
+    # A 50 Hz loop whose frames take 6 ms; background pieces of 2 ms. Ungated, a piece would
+    # be running at about half of the frames' starts; gated, almost none, and the pieces still
+    # fill most of the 14 ms between frames.
+    gate = FrameGate(guard_s=1e-3, late_s=5e-3)
+    frames: list[tuple[float, float]] = []
+    pieces: list[tuple[float, float]] = []
+    stop = threading.Event()
+
+    def piece() -> None:
+        t0 = time.perf_counter()
+        time.sleep(0.002)
+        pieces.append((t0, time.perf_counter()))
+
+    def background() -> None:
+        while not stop.is_set():
+            gate.run(piece, 'chunk')
+
+    worker = threading.Thread(target=background, daemon=True)
+    worker.start()
+    period, next_t = 0.020, time.perf_counter()
+    for _ in range(50):
+        gate.frame_begin()
+        t0 = time.perf_counter()
+        time.sleep(0.006)
+        frames.append((t0, time.perf_counter()))
+        next_t += period
+        gate.frame_end(next_t)
+        time.sleep(max(0.0, next_t - time.perf_counter()))
+    stop.set()
+    # the loop is gone: the gate lets the worker's last piece through once the frame is late
+    worker.join(timeout=1.0)
+    assert not worker.is_alive()
+    st = gate.stats
+    assert st.frames == 50
+    assert st.overlapped_frames <= 10, st          # ungated: ~25 of 50
+    inside = sum(1 for s, _ in pieces for f0, f1 in frames if f0 < s < f1)
+    assert inside <= st.overlapped_frames + 2
+    busy = sum(e - s for s, e in pieces)
+    assert busy > 0.3 * 50 * (period - 0.006), f'background ran only {busy:.3f} s'
+    assert gate.expected_s('chunk') >= 0.002
