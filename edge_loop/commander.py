@@ -64,6 +64,10 @@ class Observation:
     grasp_states: list[tuple[float, str]] = field(default_factory=list)
     # safety interventions that ended an episode, with how the loop was brought back
     interventions: list[str] = field(default_factory=list)
+    # (misses, safe stops) when a replayed bag ended: what came after judged a silent input
+    at_input_end: tuple[int, int] | None = None
+    # outputs that reached the observer before their frame's camera_info did (counted as 0 ms)
+    early_outputs: int = 0
 
 
 class LoopObserver:
@@ -83,6 +87,8 @@ class LoopObserver:
         self.obs = Observation()
         self._lock = threading.Lock()
         self._frame_wall: OrderedDict[int, float] = OrderedDict()
+        # outputs that came before their frame's camera_info: {stamp: [stage, ...]}
+        self._early: OrderedDict[int, list[str]] = OrderedDict()
         self._pending: dict[int, dict[str, Any]] = {}
         self._last_frame_ns = 0
         self._episode_start_ns = 0
@@ -139,10 +145,17 @@ class LoopObserver:
     def _on_frame(self, msg: Any) -> None:
         with self._lock:
             self._last_frame_ns = max(self._last_frame_ns, self._ns(msg.header.stamp))
-            self._frame_wall[self._ns(msg.header.stamp)] = time.monotonic()
+            stamp = self._ns(msg.header.stamp)
+            self._frame_wall[stamp] = time.monotonic()
             self.obs.frames += 1
             while len(self._frame_wall) > 300:
                 self._frame_wall.popitem(last=False)
+            # A stage faster than the camera_info's own delivery (a GPU-placed occupancy
+            # update: 0.2 ms) answers before the observer sees the frame: it took no
+            # measurable time from the frame's arrival here, so it counts as 0 ms.
+            for stage in self._early.pop(stamp, []):
+                self.obs.latencies_ms[stage].append(0.0)
+                self.obs.early_outputs += 1
 
     def _on_output(self, stage: str, msg: Any) -> None:
         now = time.monotonic()
@@ -151,6 +164,10 @@ class LoopObserver:
             t0 = self._frame_wall.get(stamp)
             if t0 is not None:
                 self.obs.latencies_ms[stage].append((now - t0) * 1e3)
+            elif stamp > self._last_frame_ns:   # its frame's camera_info is still on the way
+                self._early.setdefault(stamp, []).append(stage)
+                while len(self._early) > 300:
+                    self._early.popitem(last=False)
             if stage == 'pick_controller':
                 self.obs.commands += 1
             if (self._want_examples and stage != 'pick_controller'
@@ -329,7 +346,6 @@ def _wait_bag_done(harness: Any, graph: Any, timeout_s: float = 3600.0) -> None:
         if graph.dead():
             raise RuntimeError(f'process(es) exited: {graph.dead()}')
         time.sleep(0.1)
-    time.sleep(0.5)  # outputs of the last frame
 
 
 @dataclass(frozen=True)
@@ -488,5 +504,14 @@ class LoopCommander:
 
     # --- bag replay -----------------------------------------------------------------------
     def wait_bag_done(self, timeout_s: float = 3600.0) -> None:
-        """Until bag_player says the bag ended (RuntimeError when a process exits)."""
+        """Until bag_player says the bag ended (RuntimeError when a process exits).
+
+        The safety counts at that moment are kept (``Observation.at_input_end``): after the
+        bag's end the deadline monitor rightly finds the gripper topics silent, which says
+        nothing about the replayed frames. Then half a second for the last frame's outputs.
+        """
         _wait_bag_done(self.harness, self.graph, timeout_s)
+        if self.observer is not None:
+            obs = self.observer.obs
+            obs.at_input_end = (obs.misses, obs.safe_stops)
+        time.sleep(0.5)  # outputs of the last frame

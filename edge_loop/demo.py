@@ -142,8 +142,16 @@ def summary_table(episodes: list[Episode], obs: Observation, e2e_budget: float,
         lines.append(f'{name:<18} {len(values):>6} {p50:>8.1f} {p99:>8.1f} {budget:>10.1f}  '
                      f'{verdict}')
     lines.append('')
+    misses, stops = obs.at_input_end or (obs.misses, obs.safe_stops)
     lines.append(f'frames {obs.frames}, commands {obs.commands}, deadline misses '
-                 f'{obs.misses}, safe stops {obs.safe_stops}')
+                 f'{misses}, safe stops {stops}')
+    if obs.at_input_end and (obs.misses, obs.safe_stops) != obs.at_input_end:
+        lines.append(f'after the bag ended: {obs.misses - misses} more misses, '
+                     f'{obs.safe_stops - stops} more safe stops (the monitor judging the '
+                     'silent input; not counted above)')
+    if obs.early_outputs:
+        lines.append(f'{obs.early_outputs} stage outputs reached the observer before their '
+                     "frame's camera_info (counted as 0 ms)")
     if obs.interventions:
         lines.append(f'safety interventions that ended an episode: {len(obs.interventions)}')
         lines.extend(f'  - {note}' for note in obs.interventions)
