@@ -66,7 +66,7 @@ class Observation:
     interventions: list[str] = field(default_factory=list)
     # (misses, safe stops) when a replayed bag ended: what came after judged a silent input
     at_input_end: tuple[int, int] | None = None
-    # outputs that reached the observer before their frame's camera_info did (counted as 0 ms)
+    # outputs that reached the observer before their frame's camera_info did (not timed)
     early_outputs: int = 0
 
 
@@ -150,11 +150,11 @@ class LoopObserver:
             self.obs.frames += 1
             while len(self._frame_wall) > 300:
                 self._frame_wall.popitem(last=False)
-            # A stage faster than the camera_info's own delivery (a GPU-placed occupancy
-            # update: 0.2 ms) answers before the observer sees the frame: it took no
-            # measurable time from the frame's arrival here, so it counts as 0 ms.
-            for stage in self._early.pop(stamp, []):
-                self.obs.latencies_ms[stage].append(0.0)
+            # A stage faster than the camera_info's own delivery to this observer (frames go
+            # over shared memory, camera_info over DDS) answers before the frame is seen
+            # here: no latency can be taken against the frame's arrival, so it is counted
+            # apart, not timed (a 0 ms sample would flatter the stage).
+            for _stage in self._early.pop(stamp, []):
                 self.obs.early_outputs += 1
 
     def _on_output(self, stage: str, msg: Any) -> None:

@@ -151,7 +151,7 @@ def summary_table(episodes: list[Episode], obs: Observation, e2e_budget: float,
                      'silent input; not counted above)')
     if obs.early_outputs:
         lines.append(f'{obs.early_outputs} stage outputs reached the observer before their '
-                     "frame's camera_info (counted as 0 ms)")
+                     "frame's camera_info (faster than its delivery here: not timed)")
     if obs.interventions:
         lines.append(f'safety interventions that ended an episode: {len(obs.interventions)}')
         lines.extend(f'  - {note}' for note in obs.interventions)
