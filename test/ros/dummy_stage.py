@@ -46,11 +46,19 @@ def _dummy_class():
 
         def activate_stage(self) -> None:
             if self.params['gil_hog_s'] > 0.0:
-                # The interpreter hands the GIL over only every switch interval: every other
-                # thread (the executor answering get_state) waits up to that long per step.
-                sys.setswitchinterval(self.params['gil_hog_s'])
                 self._hog.set()
-                threading.Thread(target=self._busy, daemon=True).start()
+                # Starved only once the activation has been answered: started inside the
+                # change_state callback, the hog left its reply dozens of GIL hand-overs to
+                # make, and the manager's 20 s change_state timeout sometimes ran out first.
+                threading.Timer(1.0, self._start_hog).start()
+
+        def _start_hog(self) -> None:
+            if not self._hog.is_set():
+                return
+            # The interpreter hands the GIL over only every switch interval: every other
+            # thread (the executor answering get_state) waits up to that long per step.
+            sys.setswitchinterval(self.params['gil_hog_s'])
+            threading.Thread(target=self._busy, daemon=True).start()
 
         def deactivate_stage(self) -> None:
             self._hog.clear()
