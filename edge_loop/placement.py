@@ -149,10 +149,48 @@ def ort_provider_options(providers: list[str], device: str) -> list[dict[str, st
     return [dict(options.get(p, {})) for p in providers]
 
 
+def gated_providers(model: str, device: str, providers: str | list[str] = '',
+                    available: list[str] | None = None
+                    ) -> tuple[list[str], list[str], list[str]]:
+    """(providers, verified ops they need, notes) for ``model`` on a node's settings.
+
+    As :func:`ort_providers`, and refuses (:class:`PlacementError`) an explicit list of
+    which this onnxruntime has none: falling back to the CPU silently would hide a
+    misconfigured robot (an NPU driver missing), as an explicit ``cuda`` on a host without
+    one does.
+    """
+    chosen, notes = ort_providers(device, providers, available)
+    asked = parse_providers(providers) if providers else []
+    if asked and chosen == [CPU_PROVIDER] and CPU_PROVIDER not in asked:
+        raise PlacementError(f'providers {", ".join(asked)}: none is in this onnxruntime '
+                             f'({"; ".join(notes)})')
+    return chosen, [ort_op_name(model, p) for p in chosen if p != CPU_PROVIDER], notes
+
+
+def ort_op_name(model: str, provider: str) -> str:
+    """The verified op a model on an execution provider needs: ``<model>.ort.<short>.float32``.
+
+    ``CUDAExecutionProvider`` -> ``segnet.ort.cuda.float32``; an NPU's provider, e.g.
+    ``VitisAIExecutionProvider`` -> ``segnet.ort.vitisai.float32``: a provider is placed only
+    after ``make verify`` gated the model on it, on that host.
+    """
+    short = provider.removesuffix('ExecutionProvider').lower()
+    return f'{model}.ort.{short}.float32'
+
+
 def device_error(spec: str) -> str | None:
     """None for a valid ``device`` spelling, else why not (a node's ``Param.check``)."""
     try:
         parse_device(spec)
+    except PlacementError as exc:
+        return str(exc)
+    return None
+
+
+def providers_error(spec: str) -> str | None:
+    """None for a valid ``providers`` list ('' = follow ``device``), else why not."""
+    try:
+        parse_providers(spec)
     except PlacementError as exc:
         return str(exc)
     return None

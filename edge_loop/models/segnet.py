@@ -59,8 +59,14 @@ def sha256_file(path: str | Path) -> str:
 class SegNet:
     """ONNX Runtime session of segnet (CPU, one thread) with pre- and post-processing."""
 
-    def __init__(self, onnx_path: str | Path = ONNX_PATH, threads: int = 1) -> None:
-        """Load the model; raises FileNotFoundError when the file is missing."""
+    def __init__(self, onnx_path: str | Path = ONNX_PATH, threads: int = 1,
+                 providers: tuple[str, ...] = ('CPUExecutionProvider',),
+                 provider_options: tuple[dict[str, str], ...] | None = None) -> None:
+        """Load the model; raises FileNotFoundError when the file is missing.
+
+        ``providers``: ONNX Runtime execution providers in priority order
+        (:func:`edge_loop.placement.ort_providers` makes the list from a node's parameters).
+        """
         import onnxruntime as ort
 
         self.path = Path(onnx_path)
@@ -69,22 +75,28 @@ class SegNet:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(self.path), opts,
-                                            providers=['CPUExecutionProvider'])
+        self.session = ort.InferenceSession(
+            str(self.path), opts, providers=list(providers),
+            provider_options=None if provider_options is None else list(provider_options))
+        self.providers = list(self.session.get_providers())
 
     def logits(self, inputs: np.ndarray) -> np.ndarray:
         """(2, 60, 80) float32 logits (foreground, contact) of one prepared input."""
         return self.session.run(None, {SEGNET_INPUT: inputs})[0][0]
 
 
-_LOADED: dict[str, SegNet] = {}
+_LOADED: dict[tuple, SegNet] = {}
 
 
-def load_segnet(onnx_path: str | Path = ONNX_PATH) -> SegNet:
-    """A cached :class:`SegNet` for ``onnx_path``."""
-    key = str(Path(onnx_path).resolve())
+def load_segnet(onnx_path: str | Path = ONNX_PATH,
+                providers: tuple[str, ...] = ('CPUExecutionProvider',),
+                provider_options: tuple[dict[str, str], ...] | None = None) -> SegNet:
+    """A cached :class:`SegNet` for ``onnx_path`` on ``providers``."""
+    key = (str(Path(onnx_path).resolve()), tuple(providers),
+           repr(provider_options))
     if key not in _LOADED:
-        _LOADED[key] = SegNet(onnx_path)
+        _LOADED[key] = SegNet(onnx_path, providers=tuple(providers),
+                              provider_options=provider_options)
     return _LOADED[key]
 
 

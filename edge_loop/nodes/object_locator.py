@@ -30,7 +30,7 @@ from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from edge_loop import topics
-from edge_loop.kernels.camera import D435_VGA, warm_up_frame, yaw_to_quat
+from edge_loop.kernels.camera import D435_VGA, nominal_intrinsics, warm_up_frame, yaw_to_quat
 from edge_loop.kernels.object_locator import (
     USE_MODEL_DEFAULT,
     DetectedObject,
@@ -41,7 +41,7 @@ from edge_loop.kernels.object_locator import (
     locate_objects_fused,
     rank_targets,
 )
-from edge_loop.nodes.stage_base import Param, StageNode, run_node
+from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
 from edge_loop.nodes.vision_common import (
     GATE_PARAMS,
@@ -51,6 +51,16 @@ from edge_loop.nodes.vision_common import (
     extrinsics_from,
     frame_inputs,
 )
+from edge_loop.placement import (
+    PlacementError,
+    device_error,
+    gated_providers,
+    ort_provider_options,
+    providers_error,
+    resolve_device,
+)
+
+GPU_OP_NAME = 'object_locator.pixel_masks.cuda.float32'
 
 
 def _pair(name: str, default: list[float], what: str, **kwargs: Any) -> Param:
@@ -116,6 +126,17 @@ class ObjectLocatorNode(StageNode):
         Param('use_model', USE_MODEL_DEFAULT,
               'Fuse the segnet ONNX model (re-joins pieces it sees no contact between, fills '
               'depth holes; off by default, see USE_MODEL_DEFAULT)'),
+        Param('device', 'cpu', 'Where the per-pixel part (height, foreground, colour/hue/depth '
+              'cuts) runs: cpu, cuda, cuda:N or auto; the labelling and moments stay on the CPU '
+              '(gated as object_locator.pixel_masks.cuda.float32; docs/placement.md)',
+              check=device_error),
+        Param('providers', '', 'ONNX Runtime execution providers for segnet (use_model), in '
+              'priority order, comma-separated, e.g. "VitisAIExecutionProvider" for an NPU; '
+              'empty: what device asks for. Each non-CPU provider needs its verified op '
+              'segnet.ort.<provider>.float32', check=providers_error),
+        Param('warmup_size', [640, 480], 'Camera size (width, height) whose GPU graph is '
+              'captured at configure; a frame of another size captures its own on arrival '
+              '(one slow frame). Ignored on the CPU', length=2, min=1, max=8192),
         Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
               max=60.0),
         Param('blind_warn_share', 0.02,
@@ -126,21 +147,39 @@ class ObjectLocatorNode(StageNode):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__('object_locator', **kwargs)
         self._model: Any = None
+        self._masks: Any = None
         self._labels: LabelWriter | None = None
         self._health: StageHealth | None = None
         self._pubs: dict[str, Any] = {}
 
     def configure_stage(self) -> None:
-        """Gate, parameters, publishers."""
-        use_model = self.params['use_model']
+        """Gate, placement, parameters, publishers."""
+        prm = self.params
+        use_model = prm['use_model']
         check_deployable_or_fail(self, ['object_locator'] + (
             ['object_locator.fused', 'segnet.onnx'] if use_model else []))
+        try:
+            where = resolve_device(prm['device'])
+        except PlacementError as exc:
+            raise ConfigError(str(exc)) from exc
+        self._ext = extrinsics_from(prm, self)
+        self._lp = locator_params(prm)
         if use_model:
-            from edge_loop.models.segnet import load_segnet
+            self._model = self._load_model(where.device, prm['providers'])
+        self._masks = None
+        if where.is_accelerator:
+            # torch only where a GPU is asked for: a CPU-only robot needs no torch
+            from edge_loop.kernels.gpu.locator import LocatorMasks
+            from edge_loop.kernels.gpu.transfer import CopyLedger
 
-            self._model = load_segnet()
-        self._ext = extrinsics_from(self.params, self)
-        self._lp = locator_params(self.params)
+            check_deployable_or_fail(self, [GPU_OP_NAME])
+            self._masks = LocatorMasks(where.device, ledger=CopyLedger())
+            t0 = time.perf_counter()
+            width, height = prm['warmup_size']
+            self._masks.warm_up(nominal_intrinsics(width, height), self._ext, self._lp)
+            self.get_logger().info(f'GPU graph for {width}x{height} frames captured in '
+                                   f'{(time.perf_counter() - t0) * 1e3:.0f} ms')
+        self.get_logger().info(f'per-pixel part on {where.device} ({where.reason})')
         self._frame_id = self.params['world_frame']
         self._pubs = {
             'objects': self.create_lifecycle_publisher(PoseArray, topics.OBJECTS, 10),
@@ -149,16 +188,41 @@ class ObjectLocatorNode(StageNode):
         }
         self._labels = LabelWriter(self)
         self._health = StageHealth(self, 'object_locator')
+        self._health.ledger = self._masks.ledger if self._masks is not None else None
         self._warm_up()
+
+    def _load_model(self, device: str, providers: str) -> Any:
+        """The segnet session on the providers asked for, each gated; the CPU stays last."""
+        from edge_loop.models.segnet import load_segnet
+
+        try:
+            chosen, ops, notes = gated_providers('segnet', device, providers)
+        except PlacementError as exc:
+            raise ConfigError(str(exc)) from exc
+        for note in notes:
+            self.get_logger().warning(f'providers: {note}')
+        check_deployable_or_fail(self, ops)
+        model = load_segnet(providers=tuple(chosen),
+                            provider_options=tuple(ort_provider_options(chosen, device)))
+        self.get_logger().info(f'segnet on {", ".join(model.providers)}')
+        return model
+
+    def _locate(self, color: Any, depth: Any, intr: Any) -> list[DetectedObject]:
+        masks = None if self._masks is None else self._masks(color, depth, intr, self._ext,
+                                                              self._lp)
+        if self._model is not None:
+            return locate_objects_fused(color, depth, intr, self._ext, self._lp,
+                                        model=self._model, masks=masks)
+        return locate_objects(color, depth, intr, self._ext, self._lp, masks=masks)
 
     def _warm_up(self) -> None:
         """Run the kernel once (the first ONNX run takes ~160 ms: not on a real frame)."""
         color, depth = warm_up_frame()
         t0 = time.perf_counter()
-        if self._model is not None:
-            locate_objects_fused(color, depth, D435_VGA, self._ext, self._lp, model=self._model)
-        else:
-            locate_objects(color, depth, D435_VGA, self._ext, self._lp)
+        ledger = self._masks.ledger if self._masks is not None else None
+        self._locate(color, depth, D435_VGA)
+        if ledger is not None:
+            ledger.reset()
         self.get_logger().info(f'kernel warmed up in {(time.perf_counter() - t0) * 1e3:.0f} ms')
 
     def activate_stage(self) -> None:
@@ -173,6 +237,7 @@ class ObjectLocatorNode(StageNode):
         """Close the reader, drop the model session, destroy the publishers (idempotent)."""
         self.close_frames()
         self._model = None
+        self._masks = None
         labels, self._labels = self._labels, None
         if labels is not None:
             labels.close()
@@ -191,11 +256,7 @@ class ObjectLocatorNode(StageNode):
         try:
             color, depth, intr = frame_inputs(frame)
             health.audit(frame, color, depth)
-            if self._model is not None:
-                objects = locate_objects_fused(color, depth, intr, self._ext, self._lp,
-                                               model=self._model)
-            else:
-                objects = locate_objects(color, depth, intr, self._ext, self._lp)
+            objects = self._locate(color, depth, intr)
         except (BadFrameError, ValueError) as exc:
             health.bad_frame(str(exc), frame.stamp)
             return

@@ -6,10 +6,10 @@
   (:mod:`edge_loop.kernels.gpu.locator`) against the locator's own numpy/OpenCV functions;
 - ``grasp_planner.score.cuda.<dtype>``: grasp-candidate scoring for a given target against the
   deployed ``plan_grasp(..., target=...)``;
-- ``segnet.torch.cuda.<dtype>``: the torch module on the GPU, and ``segnet.ort.cuda.float32``:
-  ONNX Runtime with the CUDA execution provider (registered only where the installed
-  onnxruntime has that provider), both against ONNX Runtime on one CPU core (the deployed
-  runtime).
+- ``segnet.torch.cuda.<dtype>``: the torch module on the GPU, and ``segnet.ort.<provider>.float32``
+  (``segnet.ort.cuda.float32`` for the CUDA execution provider, ``segnet.ort.vitisai.float32``
+  for an NPU's): ONNX Runtime on that provider, one op per provider the installed onnxruntime
+  has, both against ONNX Runtime on one CPU core (the deployed runtime).
 
 Every performance gate is "GPU against CPU on the same host, handoff included" (pageable
 copies). The references are the deployed CPU kernels except for the locator masks, whose
@@ -30,6 +30,7 @@ import numpy as np
 from edge_loop.kernels.grasp_planner import plan_grasp
 from edge_loop.kernels.object_locator import DetectedObject, locate_objects, rank_targets
 from edge_loop.models import segnet
+from edge_loop.placement import CPU_PROVIDER, ort_op_name
 from edge_loop.verify.compare import angle_diff_mod, compare_allclose
 from edge_loop.verify.ops_gpu_occupancy import MIN_SPEEDUP, gpu_op, on_gpu
 from edge_loop.verify.spec import Case
@@ -197,29 +198,57 @@ def compare_logits(ref: list[np.ndarray], dep: list[np.ndarray], tol: dict[str, 
     return compare_allclose(ref[0], dep[0], tol)
 
 
-def ort_has_cuda() -> bool:
-    """True when the installed onnxruntime has the CUDA provider (onnxruntime-gpu).
+# Providers that are not a processor of this host (Azure: inference on a remote endpoint).
+NOT_LOCAL_PROVIDERS = ('AzureExecutionProvider',)
+# Providers that run on what torch calls the ``cuda`` device (CUDA, ROCm/HIP).
+GPU_PROVIDERS = ('CUDAExecutionProvider', 'ROCMExecutionProvider',
+                 'MIGraphXExecutionProvider')
 
-    The op exists only then: the plain onnxruntime wheel (the robot's, and the H200 image's
-    1.30.0) has none, and an op that can never run on a host is not one to gate there.
+
+def ort_accelerators() -> list[str]:
+    """The installed onnxruntime's providers that run segnet off the CPU, on this host.
+
+    One op ``segnet.ort.<provider>.float32`` each (:func:`edge_loop.placement.ort_op_name`): an
+    op that can never run on a host is not one to gate there, and a provider a node is asked
+    to use (an NPU's, say) is placed only once that op passed here. The plain onnxruntime
+    wheel (the robot's, and the H200 image's 1.30.0) has none.
     """
     try:
         import onnxruntime
     except ImportError:
-        return False
-    return 'CUDAExecutionProvider' in onnxruntime.get_available_providers()
+        return []
+    return [p for p in onnxruntime.get_available_providers()
+            if p not in (CPU_PROVIDER, *NOT_LOCAL_PROVIDERS)]
 
 
-def _ort_cuda(device: str, dtype: Any) -> Any:
-    import onnxruntime
+def _ort_on(provider: str):
+    """The segnet forward through ONNX Runtime on ``provider`` (the CPU provider as fallback)."""
 
-    from edge_loop.kernels.gpu.segnet import segnet_ort_on
-    from edge_loop.verify.run import SkipOp
+    def forward(inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+        from edge_loop.kernels.gpu.segnet import segnet_ort_on
 
-    if 'CUDAExecutionProvider' not in onnxruntime.get_available_providers():
-        raise SkipOp('this onnxruntime has no CUDAExecutionProvider (onnxruntime-gpu has it): '
-                     f'{onnxruntime.get_available_providers()}')
-    return segnet_ort_on(device)
+        device = 'cuda:0' if provider in GPU_PROVIDERS else 'cpu'
+        return segnet_ort_on(device, [provider])(inputs)
+
+    forward.__name__ = f'segnet_ort_{provider.removesuffix("ExecutionProvider").lower()}'
+    return forward
+
+
+def _ort_op(provider: str) -> Any:
+    from edge_loop.kernels.gpu.segnet import ort_session
+
+    on_gpu_device = provider in GPU_PROVIDERS
+    deployed = _ort_on(provider)
+    deployed.__wrapped__ = ort_session
+    # A GPU: the issue's 5x. Any other provider (an NPU): it must at least not be slower
+    # than the CPU provider it replaces; a tolerance row of its own in tolerances.yaml,
+    # reasoned for that provider's arithmetic, is what lets it pass the equivalence gate.
+    return gpu_op(name=ort_op_name('segnet', provider), reference=segnet_ort_cpu,
+                  deployed=deployed, cases=_segnet_cases, compare=compare_logits,
+                  perf_case=_segnet_perf,
+                  claimed_speedup=MIN_SPEEDUP if on_gpu_device else 1.0,
+                  artifact=str(segnet.ONNX_PATH), device='cuda' if on_gpu_device else 'cpu',
+                  dtypes=('float32',), libraries=('numpy', 'onnx', 'onnxruntime'))
 
 
 OPS = [
@@ -242,11 +271,5 @@ OPS = [
              claimed_speedup=MIN_SPEEDUP, artifact=str(segnet.ONNX_PATH), device='cuda',
              dtypes=('float32',), libraries=('numpy', 'onnx', 'onnxruntime', 'torch'))
       for dt in DTYPES),
-    *([gpu_op(name='segnet.ort.cuda.float32', reference=segnet_ort_cpu,
-           deployed=on_gpu('edge_loop.verify.ops_gpu_vision:_ort_cuda', 'float32',
-                           'edge_loop.kernels.gpu.segnet:ort_session'),
-           cases=_segnet_cases, compare=compare_logits, perf_case=_segnet_perf,
-           claimed_speedup=MIN_SPEEDUP, artifact=str(segnet.ONNX_PATH), device='cuda',
-           dtypes=('float32',), libraries=('numpy', 'onnx', 'onnxruntime'))]
-      if ort_has_cuda() else []),
+    *(_ort_op(p) for p in ort_accelerators()),
 ]

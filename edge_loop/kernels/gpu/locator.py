@@ -128,8 +128,20 @@ def pixel_masks(color: torch.Tensor | None, depth: torch.Tensor, intr: Intrinsic
     if tuple(depth.shape) != (intr.height, intr.width):
         raise ValueError(f'depth is {tuple(depth.shape)} but camera_info says '
                          f'{intr.width}x{intr.height}')
-    p = params
     rays, origin = world_rays_t(intr, ext, depth.device)
+    return pixel_masks_from_rays(color, depth, rays, origin, params, dtype)
+
+
+def pixel_masks_from_rays(color: torch.Tensor | None, depth: torch.Tensor, rays: torch.Tensor,
+                          origin: torch.Tensor, params: LocatorParams = DEFAULT_LOCATOR,
+                          dtype: torch.dtype = torch.float32) -> PixelMasks:
+    """:func:`pixel_masks` with the camera as tensors (:func:`world_rays_t`).
+
+    The form a CUDA graph captures: the ray table is an input, so one graph per frame size
+    serves any camera of that size.
+    """
+    p = params
+    h, w = depth.shape
     d = depth_metres(depth)
     height = d * rays[2] + origin[2]
     x = d * rays[0] + origin[0]
@@ -138,9 +150,9 @@ def pixel_masks(color: torch.Tensor | None, depth: torch.Tensor, intr: Intrinsic
           & (x < p.roi_x[1]) & (y > p.roi_y[0]) & (y < p.roi_y[1]))
     cut = _step_cut(height.unsqueeze(0), fg, p.depth_step)
     if color is not None:
-        if tuple(color.shape) != (intr.height, intr.width, 3):
+        if tuple(color.shape) != (h, w, 3):
             raise ValueError(f'colour image shape {tuple(color.shape)} does not match depth '
-                             f'{intr.width}x{intr.height}x3')
+                             f'{w}x{h}x3')
         if color.dtype != torch.uint8:
             raise ValueError(f'colour must be uint8 RGB, got {color.dtype}')
         planes = color.permute(2, 0, 1)
@@ -231,3 +243,75 @@ def masks_on(device: str | torch.device, dtype: torch.dtype = torch.float32):
 
     masks.__name__ = f'pixel_masks_{dev.type}_{str(dtype).removeprefix("torch.")}'
     return masks
+
+
+class LocatorMasks:
+    """The locator's per-pixel part on a device, for a node: numpy frames in, bool masks out.
+
+    Per frame: the depth and the colour image go to the device (two host-to-device
+    transfers, counted in ``ledger``), one graph replay computes :func:`pixel_masks`, and only
+    the foreground and cut masks come back, packed to bits (VGA: 2 x 38.4 kB; no image comes
+    back). Their host side feeds ``locate_objects(..., masks=...)``, which runs the CPU tail.
+    The camera's ray table is an input of the graph, so :meth:`warm_up` at configure captures
+    the graph every camera of that frame size replays.
+    """
+
+    def __init__(self, device: str | torch.device, dtype: torch.dtype = torch.float32,
+                 ledger=None) -> None:
+        from edge_loop.kernels.gpu.graphs import GraphCache
+
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.ledger = ledger
+        self._graphs = GraphCache(self.device)
+
+    def _to_device(self, arr: np.ndarray) -> torch.Tensor:
+        from edge_loop.kernels.gpu.transfer import as_host_tensor
+
+        host = as_host_tensor(arr)
+        if self.ledger is not None and self.device.type != 'cpu':
+            self.ledger.note('h2d', host.numel() * host.element_size())
+        return host.to(self.device)
+
+    def __call__(self, color_rgb: np.ndarray | None, depth: np.ndarray, intr: Intrinsics,
+                 ext: Extrinsics, params: LocatorParams = DEFAULT_LOCATOR
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """(foreground, cut): (H, W) bool numpy masks of one frame."""
+        if np.shape(depth) != (intr.height, intr.width):
+            raise ValueError(f'depth is {np.shape(depth)} but camera_info says '
+                             f'{intr.width}x{intr.height}')
+        if color_rgb is not None and np.shape(color_rgb) != (intr.height, intr.width, 3):
+            raise ValueError(f'colour image shape {np.shape(color_rgb)} does not match depth '
+                             f'{intr.width}x{intr.height}x3')
+        rays, origin = world_rays_t(intr, ext, self.device)
+        inputs = [self._to_device(depth), rays, origin]
+        if color_rgb is not None:
+            inputs.append(self._to_device(color_rgb))
+        dtype = self.dtype
+
+        def make():
+            def step(d, rays_t, origin_t, c=None):
+                r = pixel_masks_from_rays(c, d, rays_t, origin_t, params, dtype)
+                return pack_mask(r.fg), pack_mask(r.cut)
+            return step
+
+        key = (intr.height, intr.width, np.asarray(depth).dtype.str, params, dtype,
+               color_rgb is None)
+        fg_bits, cut_bits = self._graphs.run(key, make, *inputs)
+        fg_bits, cut_bits = fg_bits.cpu().numpy(), cut_bits.cpu().numpy()
+        if self.ledger is not None and self.device.type != 'cpu':
+            self.ledger.note('d2h', fg_bits.nbytes + cut_bits.nbytes, 'mask bits')
+        shape = (intr.height, intr.width)
+        return unpack_mask(fg_bits, shape), unpack_mask(cut_bits, shape)
+
+    def warm_up(self, intr: Intrinsics, ext: Extrinsics,
+                params: LocatorParams = DEFAULT_LOCATOR) -> None:
+        """Capture the graph for ``intr``'s frame size on a synthetic frame (not counted)."""
+        from edge_loop.kernels.camera import warm_up_frame
+
+        ledger, self.ledger = self.ledger, None
+        try:
+            color, depth = warm_up_frame(intr)
+            self(color, depth, intr, ext, params)
+        finally:
+            self.ledger = ledger

@@ -32,10 +32,15 @@ from edge_loop.kernels.object_locator.scene import HeightScene, height_scene
 def locate_objects(color_rgb: np.ndarray | None, depth_m: np.ndarray, intrinsics: Intrinsics,
                    extrinsics: Extrinsics, params: LocatorParams | None = None,
                    scene: HeightScene | None = None,
-                   fill: np.ndarray | None = None) -> list[DetectedObject]:
+                   fill: np.ndarray | None = None,
+                   masks: tuple[np.ndarray, np.ndarray] | None = None) -> list[DetectedObject]:
     """Deployed version (vectorised; see the module docstring for the method).
 
-    ``fill``: as in :func:`locate_objects_reference`.
+    ``fill``: as in :func:`locate_objects_reference`. ``masks``: the per-pixel part computed
+    elsewhere (a GPU, :class:`edge_loop.kernels.gpu.locator.LocatorMasks`): (H, W) bool
+    foreground (height window and tray ROI) and (H, W) bool cut (colour, hue and depth steps),
+    as :func:`edge_loop.kernels.gpu.locator.pixel_masks` defines them; everything after them
+    (labelling, growing, merging, moments) runs here as without them.
     """
     p = params or DEFAULT_PARAMS
     check_inputs(color_rgb, depth_m, intrinsics)
@@ -44,15 +49,24 @@ def locate_objects(color_rgb: np.ndarray | None, depth_m: np.ndarray, intrinsics
     sized = sizing_intrinsics(intrinsics, extrinsics, p)   # object sizes in pixels
     w = intrinsics.width
     height = scene.height
-    with np.errstate(invalid='ignore'):
-        cand = np.flatnonzero((height > p.min_height) & (height < p.max_height))
-    if cand.size == 0:
-        return []
-    pts = scene.points(cand)
-    in_roi = ((pts[:, 0] > p.roi_x[0]) & (pts[:, 0] < p.roi_x[1])
-              & (pts[:, 1] > p.roi_y[0]) & (pts[:, 1] < p.roi_y[1]))
-    fg_idx = cand[in_roi]
-    pts = pts[in_roi]
+    if masks is not None:
+        fg_mask, cut_mask = masks
+        for name, m in (('foreground', fg_mask), ('cut', cut_mask)):
+            if np.shape(m) != height.shape:
+                raise ValueError(f'{name} mask is {np.shape(m)} but camera_info says '
+                                 f'{intrinsics.width}x{intrinsics.height}')
+        fg_idx = np.flatnonzero(fg_mask)
+        pts = scene.points(fg_idx)
+    else:
+        with np.errstate(invalid='ignore'):
+            cand = np.flatnonzero((height > p.min_height) & (height < p.max_height))
+        if cand.size == 0:
+            return []
+        pts = scene.points(cand)
+        in_roi = ((pts[:, 0] > p.roi_x[0]) & (pts[:, 0] < p.roi_x[1])
+                  & (pts[:, 1] > p.roi_y[0]) & (pts[:, 1] < p.roi_y[1]))
+        fg_idx = cand[in_roi]
+        pts = pts[in_roi]
     if fg_idx.size == 0:
         return []
     # Everything below works on the foreground's bounding box only.
@@ -84,10 +98,13 @@ def locate_objects(color_rgb: np.ndarray | None, depth_m: np.ndarray, intrinsics
     obj = parts.reshape(-1)[crop_idx].astype(np.int64)   # depth part of each pixel (1..)
     if color_rgb is not None:
         kept = mask.copy()
-        kept[color_cut(color_rgb, mask, r0, c0, p.color_step)] = 0
-        if p.hue_step > 0:
-            kept[hue_cut(color_rgb, mask, r0, c0, p)] = 0
-        kept[depth_cut(height[r0:r1, c0:c1], mask, p.depth_step)] = 0
+        if masks is not None:
+            kept[masks[1][r0:r1, c0:c1]] = 0
+        else:
+            kept[color_cut(color_rgb, mask, r0, c0, p.color_step)] = 0
+            if p.hue_step > 0:
+                kept[hue_cut(color_rgb, mask, r0, c0, p)] = 0
+            kept[depth_cut(height[r0:r1, c0:c1], mask, p.depth_step)] = 0
         n_pieces, pieces, stats, _ = cv2.connectedComponentsWithStats(
             kept, connectivity=4, ltype=cv2.CV_32S)
         piece = pieces.reshape(-1)[crop_idx].astype(np.int64)   # 0 = cut pixel

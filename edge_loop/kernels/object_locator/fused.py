@@ -188,18 +188,25 @@ def locate_objects_fused(color_rgb: np.ndarray | None, depth_m: np.ndarray,
                          intrinsics: Intrinsics, extrinsics: Extrinsics,
                          params: LocatorParams | None = None, model=None,
                          fusion: FusionParams | None = None,
-                         reference: bool = False) -> list[DetectedObject]:
+                         reference: bool = False,
+                         masks: tuple[np.ndarray, np.ndarray] | None = None
+                         ) -> list[DetectedObject]:
     """Depth locator plus segnet where depth fails (holes, glare); centroids stay depth-only.
 
     ``model`` is a :class:`edge_loop.models.segnet.SegNet` (None or ``fusion.use_model``
     false: the depth locator alone). Both implementations take the same ``fill`` mask, so the
     reference-vs-deployed gate covers the fused path (op ``object_locator.fused``).
+    ``masks``: the per-pixel part from a GPU, as :func:`locate_objects` takes it (deployed
+    path only).
     """
     p = params or DEFAULT_PARAMS
     f = fusion or DEFAULT_FUSION
+    if reference and masks is not None:
+        raise ValueError('the reference locator computes its own masks')
     locate = locate_objects_reference if reference else locate_objects
+    extra = {} if masks is None else {'masks': masks}
     if model is None or not f.use_model:
-        return locate(color_rgb, depth_m, intrinsics, extrinsics, p)
+        return locate(color_rgb, depth_m, intrinsics, extrinsics, p, **extra)
     check_inputs(color_rgb, depth_m, intrinsics)
     scene = height_scene(depth_m, intrinsics, extrinsics)
     logits = model_logits(model, color_rgb, scene)
@@ -207,7 +214,8 @@ def locate_objects_fused(color_rgb: np.ndarray | None, depth_m: np.ndarray,
     if reference:
         objects = locate(color_rgb, depth_m, intrinsics, extrinsics, p, fill=fill)
     else:
-        objects = locate(color_rgb, depth_m, intrinsics, extrinsics, p, scene=scene, fill=fill)
+        objects = locate(color_rgb, depth_m, intrinsics, extrinsics, p, scene=scene, fill=fill,
+                         **extra)
     objects = merge_over_split(objects, logits[1], intrinsics, extrinsics, p, f)
     if f.veto_logit is not None:
         objects = [o for o in objects
