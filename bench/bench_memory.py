@@ -473,6 +473,27 @@ def decoder_flags(args: argparse.Namespace) -> list[str]:
     return ['--attention', args.attention, '--decode-compile', args.decode_compile]
 
 
+def decoder_window(step: Any, runner: DecodeRunner, args: argparse.Namespace, hz: float,
+                   stream: Any, pace: float = 0.0, gate: FrameGate | None = None
+                   ) -> dict[str, Any]:
+    """One window of the loop at ``hz`` with ``runner`` generating in this process beside it.
+
+    The decoder starts half a second before the loop's window and stops after it (paced to
+    ``pace`` tokens/s, or chunk by chunk between frames through ``gate``); the loop's
+    statistics come back with the decoder's tokens/s over its whole run.
+    """
+    thread = DecoderThread(runner, pace, gate)
+    thread.start()
+    time.sleep(0.5)
+    res = run_loop(step, args.window_s, hz, args.deadline_ms, stream, gate=gate)
+    thread.stop_flag.set()
+    if gate is not None:
+        gate.frame_end(None)   # no more frames: let the last chunk through
+    thread.join()
+    res['decoder_tokens_per_s'] = thread.tokens / max(thread.seconds, 1e-9)
+    return res
+
+
 def phase_interference(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     """The loop alone and beside a decoder generating continuously, side by side in one run.
 
@@ -509,13 +530,7 @@ def phase_interference(args: argparse.Namespace, device: torch.device) -> dict[s
                                      0.0),
                                     ('same_process_high_priority', hi, 0.0),
                                     ('same_process_high_priority_paced', hi, args.pace_tps)):
-        thread = DecoderThread(runner, pace)
-        thread.start()
-        time.sleep(0.5)
-        res = run_loop(step, args.window_s, args.loop_hz, args.deadline_ms, loop_stream)
-        thread.stop_flag.set()
-        thread.join()
-        res['decoder_tokens_per_s'] = thread.tokens / max(thread.seconds, 1e-9)
+        res = decoder_window(step, runner, args, args.loop_hz, loop_stream, pace)
         res['pace_tps'] = pace
         out[name] = res
         log(f'{name}: e2e', json.dumps(res['end_to_end_ms']),
@@ -602,24 +617,10 @@ def phase_gated(args: argparse.Namespace, device: torch.device) -> dict[str, Any
         for k, g, hz in cases]
     ratios_out = {}
     for name, r, gate, hz in windows:
-        thread = DecoderThread(r, 0.0, gate)
-        thread.start()
-        time.sleep(0.5)
-        res = run_loop(step, args.window_s, hz, args.deadline_ms, hi, gate=gate)
-        thread.stop_flag.set()
-        if gate is not None:
-            gate.frame_end(None)   # no more frames: let the last chunk through
-        thread.join()
-        res['decoder_tokens_per_s'] = thread.tokens / max(thread.seconds, 1e-9)
+        res = decoder_window(step, r, args, hz, hi, gate=gate)
         res['loop_hz'] = hz
         if gate is not None:
-            st = gate.stats
-            res['gate'] = {'guard_ms': gate.guard_s * 1e3, 'runs': st.runs,
-                           'waited_s': st.waited_s, 'frames': st.frames,
-                           'overlapped_frames': st.overlapped_frames,
-                           'idle_runs': st.idle_runs,
-                           'chunk_ms_max': {str(k): gate.expected_s(k) * 1e3
-                                            for k in st.run_s}}
+            res['gate'] = gate_summary(gate)
         out[name] = res
         ratios_out[name] = ratios({'loop_alone_before': alone[hz], name: res})[name]
         log(f'{name}: e2e', json.dumps(res['end_to_end_ms']),
@@ -630,6 +631,15 @@ def phase_gated(args: argparse.Namespace, device: torch.device) -> dict[str, Any
     out['ratios_vs_alone_same_rate'] = ratios_out
     release(dec, runner, *chunked.values())
     return out
+
+
+def gate_summary(gate: FrameGate) -> dict[str, Any]:
+    """The gate's counters and the longest recent run per kind of piece (ms)."""
+    st = gate.stats
+    return {'guard_ms': gate.guard_s * 1e3, 'runs': st.runs, 'waited_s': st.waited_s,
+            'frames': st.frames, 'overlapped_frames': st.overlapped_frames,
+            'idle_runs': st.idle_runs,
+            'chunk_ms_max': {str(k): gate.expected_s(k) * 1e3 for k in st.run_s}}
 
 
 def ratios(out: dict[str, Any]) -> dict[str, Any]:
@@ -826,6 +836,15 @@ def soak(args: argparse.Namespace) -> None:
     step = make_loop_step(args, device)
     lo = make_stream(device, False)
     dec, runner, _ = build_decoder(args, args.formats[0], device, stream=lo)
+    gate = None
+    if args.soak_gate:
+        # prompts and tokens in layer chunks, each only between the loop's frames
+        chunks, guard_ms = args.soak_gate.split(':')
+        runner = DecodeRunner(dec, stream=lo, chunks=int(chunks))
+        runner.start(1, 0)
+        runner.capture()
+        gate = FrameGate(guard_s=float(guard_ms) / 1e3)
+    done = torch.cuda.Event() if cuda else None
     stop = threading.Event()
     counts = {'requests': 0, 'tokens': 0, 'prefill_tokens': 0}
     rng = np.random.default_rng(5)
@@ -834,19 +853,28 @@ def soak(args: argparse.Namespace) -> None:
         while not stop.is_set():
             n_prompt = int(rng.integers(16, min(512, args.context // 2)))
             tokens = torch.from_numpy(rng.integers(0, dec.cfg.vocab_size, n_prompt)).to(device)
-            with torch.cuda.stream(lo) if cuda else contextlib.nullcontext():
-                logits = dec.forward(tokens, torch.arange(n_prompt, device=device),
-                                     last_only=True)
-                first = int(logits[-1].argmax())
-            runner.start(first, n_prompt)
-            for _ in range(args.tokens_per_request):
-                runner.step()
-                counts['tokens'] += 1
+            if gate is not None:
+                runner.prefill_between_frames(tokens, gate, done)
+                for _ in range(args.tokens_per_request):
+                    if stop.is_set():
+                        break
+                    runner.step_between_frames(gate, done)
+                    counts['tokens'] += 1
+            else:
+                with torch.cuda.stream(lo) if cuda else contextlib.nullcontext():
+                    logits = dec.forward(tokens, torch.arange(n_prompt, device=device),
+                                         last_only=True)
+                    first = int(logits[-1].argmax())
+                runner.start(first, n_prompt)
+                for _ in range(args.tokens_per_request):
+                    runner.step()
+                    counts['tokens'] += 1
+                del logits
             if cuda:
                 lo.synchronize()
             counts['requests'] += 1
             counts['prefill_tokens'] += n_prompt
-            del logits, tokens
+            del tokens
 
     thread = threading.Thread(target=requests, daemon=True)
     thread.start()
@@ -857,10 +885,12 @@ def soak(args: argparse.Namespace) -> None:
     e2e_all: list[float] = []
     while time.perf_counter() - t0 < args.window_s:
         loop_stats.append(run_loop(step, 1.0, args.loop_hz, args.deadline_ms, hi_stream,
-                                   e2e_all))
+                                   e2e_all, gate=gate))
         if cuda:
             samples.append({'t': time.perf_counter() - t0, **counters.fragmentation(device)})
     stop.set()
+    if gate is not None:
+        gate.frame_end(None)   # no more frames: let the last piece through
     thread.join()
     e2e_p99 = [s['end_to_end_ms'].get('p99', 0.0) for s in loop_stats]
     result = {'expandable_segments': 'expandable_segments:True' in os.environ.get(
@@ -870,7 +900,8 @@ def soak(args: argparse.Namespace) -> None:
         'loop_end_to_end_ms': pct(e2e_all),
         'loop_p99_ms_per_second': {'max': max(e2e_p99, default=0.0),
                                    'median': float(np.median(e2e_p99)) if e2e_p99 else 0.0},
-        **counts, 'samples': samples}
+        **counts, 'samples': samples,
+        'gate': gate_summary(gate) if gate is not None else None}
     if samples:
         result['final'] = samples[-1]
         result['reserved_minus_allocated_over_pool_final'] = (
@@ -887,13 +918,14 @@ def phase_soak(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
     for expandable in [v == 'expandable' for v in variants]:
         env = dict(os.environ)
         env['PYTORCH_CUDA_ALLOC_CONF'] = f'expandable_segments:{expandable}'
-        path = out_dir / f'soak_{"expandable" if expandable else "default"}.json'
+        tag = '_gated' if args.soak_gate else ''
+        path = out_dir / f'soak_{"expandable" if expandable else "default"}{tag}.json'
         cmd = [sys.executable, str(SCRIPT), 'soak', '--device', args.device, '--preset',
                args.preset, '--context', str(args.context), '--formats', args.soak_format,
                '--pool-gib', str(args.soak_pool_gib), '--window-s', str(args.soak_s),
                '--result', str(path), '--loop-hz', str(args.loop_hz),
                '--loop-step', args.loop_step, '--capture-priority', str(args.capture_priority),
-               *decoder_flags(args)]
+               '--soak-gate', args.soak_gate, *decoder_flags(args)]
         res = subprocess.run(cmd, env=env, capture_output=True, text=True,
                              timeout=args.soak_s + 240)
         if res.returncode != 0:
@@ -955,6 +987,10 @@ def main() -> None:
                         help='decoder attention (see edge_loop.reasoning.decoder)')
     parser.add_argument('--decode-compile', default='',
                         help='torch.compile mode of the fp16 decode blocks ("" = eager blocks)')
+    parser.add_argument('--soak-gate', default='',
+                        help="chunks:guard_ms: the soak's decoder (prompts and tokens) in that "
+                             "many layer chunks, each only between the loop's frames "
+                             '(edge_loop.reasoning.gate); empty: free-running')
     parser.add_argument('--soak-variants', default='default,expandable',
                         help='allocator settings of the soak, one run each')
     parser.add_argument('--phases', default='formats,loop,interference,fits,soak',

@@ -444,6 +444,45 @@ class DecodeRunner:
         for k, fn in enumerate(parts):
             gate.run(functools.partial(launch_and_wait, fn), k)
 
+    def prefill_between_frames(self, prompt: torch.Tensor, gate: Any, done: Any = None) -> None:
+        """Feed a prompt (T,) in this runner's layer chunks, each launched when ``gate`` lets it.
+
+        A prompt of a few hundred tokens is a forward of tens of milliseconds in one piece,
+        longer than a control frame's period; in layer chunks each piece fits between frames.
+        Afterwards the runner decodes on from the prompt: ``token`` holds its greedy next
+        token and ``position`` its length, as ``start(argmax, len(prompt))`` after a one-piece
+        ``decoder.forward(prompt)``. Eager (a prompt's length varies: no graph); ``done`` as
+        in :meth:`step_between_frames`.
+        """
+        dec, b = self.decoder, self.bounds
+        n = int(prompt.shape[0])
+        if not 0 < n < dec.context:
+            raise ValueError(f'a prompt of {n} tokens does not fit the {dec.context}-slot cache')
+        positions = torch.arange(n, device=dec.device)
+        ctx = (torch.cuda.stream(self.stream) if self.stream is not None
+               else contextlib.nullcontext())
+        state: dict[str, Any] = {}
+
+        def chunk(k: int) -> None:
+            with ctx:
+                if k == 0:
+                    state['x'], state['cos'], state['sin'], state['visible'] = dec.prologue(
+                        prompt, positions)
+                x = dec.blocks(state['x'], state['cos'], state['sin'], positions,
+                               state['visible'], b[k], b[k + 1])
+                if k == len(b) - 2:
+                    self.token.copy_(dec.epilogue(x, last_only=True)[-1].argmax())
+                    self.position.fill_(n)
+                else:
+                    state['x'] = x
+                if done is not None:
+                    done.record()
+            if done is not None:
+                done.synchronize()
+
+        for k in range(len(b) - 1):
+            gate.run(functools.partial(chunk, k), ('prefill', k))
+
     def tokens_per_second(self, n_tokens: int) -> float:
         """Generate ``n_tokens`` back to back and return the rate (synchronised)."""
         sync = (torch.cuda.synchronize if self.decoder.device.type == 'cuda'

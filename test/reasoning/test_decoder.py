@@ -225,3 +225,32 @@ def test_runner_in_layer_chunks_decodes_the_same_tokens(tiny_checkpoint):
     assert produced[1] == produced[2]
     with pytest.raises(ValueError, match='chunks must be 1..2'):
         DecodeRunner(dec, chunks=3)
+
+
+def test_a_prompt_fed_in_gated_layer_chunks_decodes_as_one_forward(tiny_checkpoint):
+    from edge_loop.reasoning.gate import FrameGate
+
+    directory, _ = tiny_checkpoint
+    prompt = torch.tensor([3, 9, 1, 7, 2])
+    dec = checkpoint.load_checkpoint(directory, context=32, dtype=torch.float32)
+    first = int(dec.forward(prompt, torch.arange(5), last_only=True)[-1].argmax())
+    whole = DecodeRunner(dec)
+    whole.start(first, 5)
+    want = []
+    for _ in range(4):
+        whole.step()
+        want.append(int(whole.token))
+    dec.reset()
+    runner = DecodeRunner(dec, chunks=2)
+    runner.capture()
+    gate = FrameGate()
+    runner.prefill_between_frames(prompt, gate)
+    assert (int(runner.token), int(runner.position)) == (first, 5)
+    assert gate.stats.runs == 2      # one gated piece per layer chunk
+    got = []
+    for _ in range(4):
+        runner.step_between_frames(gate)
+        got.append(int(runner.token))
+    assert got == want
+    with pytest.raises(ValueError, match='does not fit'):
+        runner.prefill_between_frames(torch.zeros(32, dtype=torch.long), gate)
