@@ -318,6 +318,10 @@ CPU_STAGE = {'occupancy': 'occupancy', 'object_locator (per-pixel part)':
              'segnet': 'segnet', 'segnet fp16': 'segnet'}
 
 
+# The whole locator as the node runs it with device:=cuda, against the deployed CPU locator.
+NODE_LOCATOR = 'object_locator (node: device masks + CPU tail)'
+
+
 def side_by_side(dev: torch.device, repeats: int, compile_modes: tuple[str, ...] = ()
                  ) -> list[dict]:
     """At VGA, CPU and GPU (best handoff: registered) interleaved; per-pair ratio medians.
@@ -345,7 +349,17 @@ def side_by_side(dev: torch.device, repeats: int, compile_modes: tuple[str, ...]
         x_h = torch.from_numpy(inp['segnet_input'])
         seg_name = 'segnet fp16' if dev.type == 'cuda' else 'segnet'
 
+        node_masks = gloc.LocatorMasks(dev)
+
+        def node_locator() -> object:
+            # object_locator with device:=cuda: masks on the device (pageable copies in, the
+            # packed masks back), labelling and moments on the CPU
+            masks = node_masks(frame.color, frame.depth, intr, ext)
+            return locate_objects(frame.color, frame.depth, intr, ext, masks=masks)
+
         def gpu_fns(stage: str) -> dict[str, Callable[[], object]]:
+            if stage == NODE_LOCATOR:
+                return {'graph': node_locator}
             call = {'occupancy': lambda f: f['occupancy'](depth_h),
                     'object_locator (per-pixel part)': lambda f: f['masks'](depth_h, color_h),
                     'grasp_planner': lambda f: f['grasp'](depth_h),
@@ -359,6 +373,7 @@ def side_by_side(dev: torch.device, repeats: int, compile_modes: tuple[str, ...]
                 frame.color, frame.depth, intr, ext),
             'grasp_planner': lambda: plan_grasp(frame.depth, intr, ext, target=inp['target']),
             'segnet': lambda: segnet.load_segnet().logits(x[segnet.SEGNET_INPUT]),
+            NODE_LOCATOR: lambda: locate_objects(frame.color, frame.depth, intr, ext),
         }
         with torch.inference_mode():
             for stage, cpu_fn in cpu_fns.items():
