@@ -17,6 +17,12 @@ empty list does not mean an empty tray. The kernel is
 :func:`edge_loop.kernels.object_locator.locate_objects`; configure refuses to proceed unless it
 matches ``config/verified.json`` (``require_verified``).
 
+``device`` (``cpu`` | ``cuda`` | ``cuda:N`` | ``auto``) places the per-pixel part (height,
+foreground, the colour / hue / depth cuts) on a GPU (:class:`edge_loop.kernels.gpu.locator.
+LocatorMasks`: the frame's depth and colour go up, two bit-packed masks come back, no image);
+the labelling and moments stay on the CPU. ``providers`` places segnet (``use_model``) on ONNX
+Runtime execution providers, each gated by its own verified op (docs/placement.md).
+
 Frame checks and the label image message are in :mod:`edge_loop.nodes.vision_common`.
 """
 
