@@ -12,6 +12,14 @@ header) with one status ``target_reasoner``: message ``object <i>`` or ``none``;
 tokenizer: never act on such an answer), ``mode``, ``weight_format``, ``latency_ms``,
 ``prompt_tokens``.
 
+Between frames (``gate_on_frames``, default on): the decoder's forwards run in ``gate_chunks``
+layer chunks, each launched only when no frame of the loop is in flight and it is expected to
+end before the next one (:class:`edge_loop.reasoning.gate.FrameGate`). This node sees the
+loop's frames as any process does, by their messages: a frame begins when its camera_info
+arrives and ends when every topic of ``frame_outputs`` carried that stamp (or
+``frame_timeout_s`` later) (:class:`edge_loop.reasoning.loop_frames.LoopFrames`). The
+choice's status carries the gate's counters.
+
 Memory: ``on_configure`` reads the budget (``memory_config``, ``memory_pool``), replaces the
 ``reasoner`` tenant with the decoder it is about to build (shape, format, context), and only
 if everything fits caps the process at the pool (CUDA) and allocates the weights, the KV cache
@@ -30,6 +38,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseArray
 from std_msgs.msg import String
 
+from edge_loop import topics
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 
 OBJECTS_TOPIC = '/edge_loop/objects'
@@ -65,6 +74,17 @@ class TargetReasonerNode(StageNode):
               min=0.01, max=50.0),
         Param('instruction', 'pick the object closest to the tray centre',
               'Instruction until one arrives on /edge_loop/instruction'),
+        Param('gate_on_frames', True, "Run the decoder only between the control loop's "
+              'frames, in layer chunks (never beside a frame on the GPU)'),
+        Param('gate_chunks', 8, 'Layer chunks per forward when gated (more: shorter pieces)',
+              min=1, max=256),
+        Param('gate_guard_ms', 0.3, 'A chunk starts only if expected to end this long before '
+              'the next frame (negative: may overlap it by that much)', min=-20.0, max=50.0),
+        Param('camera_info_topic', topics.CAMERA_INFO, 'Its arrival begins a frame'),
+        Param('frame_outputs', [topics.OBJECTS, topics.GRASP, topics.OCCUPANCY],
+              'Stage outputs whose arrival (same stamp) ends a frame'),
+        Param('frame_timeout_s', 0.1, 'A frame whose outputs do not all come ends this long '
+              'after it began (s)', min=0.001, max=10.0),
     )
 
     def __init__(self) -> None:
@@ -78,6 +98,9 @@ class TargetReasonerNode(StageNode):
         self._lock = threading.Lock()
         self._objects: PoseArray | None = None
         self._instruction = ''
+        self._gate: Any = None
+        self._frames: Any = None
+        self._poll_timer: Any = None
         super().__init__('target_reasoner')
 
     # --- configure: budget first, then allocate ---------------------------------------------
@@ -112,6 +135,8 @@ class TargetReasonerNode(StageNode):
         self._subs = [self.create_subscription(PoseArray, OBJECTS_TOPIC, self._on_objects, 10),
                       self.create_subscription(String, INSTRUCTION_TOPIC,
                                                self._on_instruction, 10)]
+        if p['gate_on_frames']:
+            self._watch_frames()
         if not self.budget.fits():
             # Allocate nothing that does not fit; activation will be refused with the table.
             self.get_logger().warning(
@@ -120,6 +145,34 @@ class TargetReasonerNode(StageNode):
                 'activation will be refused')
             return
         self._build(cfg)
+
+    def _watch_frames(self) -> None:
+        """The frame gate, fed by camera_info and the stage outputs (module docstring)."""
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import CameraInfo
+
+        from edge_loop.bags import message_class
+        from edge_loop.reasoning.gate import FrameGate
+        from edge_loop.reasoning.loop_frames import LoopFrames
+
+        p = self.params
+        outputs = list(p['frame_outputs'])
+        unknown = [t for t in outputs if t not in topics.TYPES]
+        if unknown or not outputs:
+            raise ConfigError(f"parameter 'frame_outputs' = {outputs!r}: each must be one of "
+                              f"the loop's topics {sorted(topics.TYPES)}")
+        self._gate = FrameGate(guard_s=p['gate_guard_ms'] / 1e3)
+        self._frames = LoopFrames(self._gate, outputs, p['frame_timeout_s'])
+        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+        frames = self._frames
+        self._subs.append(self.create_subscription(
+            CameraInfo, p['camera_info_topic'],
+            lambda m: frames.frame(_stamp_ns(m.header.stamp)), qos))
+        for topic in outputs:
+            self._subs.append(self.create_subscription(
+                message_class(topics.TYPES[topic]), topic,
+                lambda m, t=topic: frames.output(t, _stamp_ns(m.header.stamp)), qos))
+        self._poll_timer = self.create_timer(min(p['frame_timeout_s'] / 4, 0.01), frames.poll)
 
     def _build(self, cfg: Any) -> None:
         import torch
@@ -185,6 +238,12 @@ class TargetReasonerNode(StageNode):
         for sub in self._subs:
             self.destroy_subscription(sub)
         self._subs = []
+        if self._poll_timer is not None:
+            self.destroy_timer(self._poll_timer)
+            self._poll_timer = None
+        if self._gate is not None:
+            self._gate.frame_end(None)   # a piece waiting for a window is not left waiting
+        self._gate = self._frames = None
         if self._pub is not None:
             self.destroy_publisher(self._pub)
             self._pub = None
@@ -220,7 +279,8 @@ class TargetReasonerNode(StageNode):
                 continue
             positions = [(p.position.x, p.position.y, p.position.z) for p in objects.poses]
             try:
-                choice = choose_target(self.decoder, self.tokenizer, instruction, positions)
+                choice = choose_target(self.decoder, self.tokenizer, instruction, positions,
+                                       gate=self._gate, chunks=self.params['gate_chunks'])
             except Exception as exc:  # noqa: BLE001 - a failed choice must not end the thread
                 self.get_logger().warning(f'choice failed: {type(exc).__name__}: {exc}',
                                           throttle_duration_sec=5.0)
@@ -237,10 +297,21 @@ class TargetReasonerNode(StageNode):
                   'weight_format': self.params['weight_format'],
                   'latency_ms': 0.0 if choice is None else round(choice.seconds * 1e3, 3),
                   'prompt_tokens': 0 if choice is None else choice.prompt_tokens}
+        gate = self._gate
+        if gate is not None:
+            st = gate.stats
+            values.update(gate_frames=st.frames, gate_runs=st.runs,
+                          gate_waited_ms=round(st.waited_s * 1e3, 3),
+                          gate_overlapped_frames=st.overlapped_frames,
+                          gate_frame_timeouts=self._frames.timeouts)
         status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
         pub = self._pub
         if pub is not None:
             pub.publish(DiagnosticArray(header=objects.header, status=[status]))
+
+
+def _stamp_ns(stamp: Any) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
 def main(args: list[str] | None = None) -> int:

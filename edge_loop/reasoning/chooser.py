@@ -82,9 +82,12 @@ class Choice:
 
 
 def choose_target(decoder: Any, tokenizer: Any, instruction: str,
-                  positions: list[tuple[float, float, float]]) -> Choice | None:
+                  positions: list[tuple[float, float, float]], gate: Any = None,
+                  chunks: int = 8) -> Choice | None:
     """Score each candidate index after the prompt; None when there is no object.
 
+    ``gate`` (an :class:`edge_loop.reasoning.gate.FrameGate`): every forward runs in
+    ``chunks`` layer chunks, each only between the control loop's frames (the same scores).
     Raises ValueError when the prompt does not fit the decoder's context.
     """
     if not positions:
@@ -97,18 +100,30 @@ def choose_target(decoder: Any, tokenizer: Any, instruction: str,
     if len(prompt) + longest > decoder.context:
         raise ValueError(f'prompt of {len(prompt)} tokens and answers of {longest} exceed the '
                          f'context of {decoder.context}')
+    forward = decoder.forward
+    if gate is not None:
+        from edge_loop.reasoning.decoder import forward_between_frames, layer_bounds
+
+        bounds = layer_bounds(len(decoder.layers), min(chunks, len(decoder.layers)))
+        done = torch.cuda.Event() if dev.type == 'cuda' else None
+
+        def forward(tokens: torch.Tensor, pos: torch.Tensor,
+                    last_only: bool = False) -> torch.Tensor:
+            return forward_between_frames(decoder, tokens, pos, gate, bounds,
+                                          last_only=last_only, done=done,
+                                          kind=('choice', len(tokens) > 1))
     with torch.inference_mode():
         decoder.reset()
         n = len(prompt)
-        last = decoder.forward(torch.tensor(prompt, device=dev), torch.arange(n, device=dev),
-                               last_only=True)[-1].float().log_softmax(-1)
+        last = forward(torch.tensor(prompt, device=dev), torch.arange(n, device=dev),
+                       last_only=True)[-1].float().log_softmax(-1)
         scores = []
         for answer in answers:
             score = float(last[answer[0]])
             if len(answer) > 1:
                 ids = torch.tensor(answer[:-1], device=dev)
-                logp = decoder.forward(ids, torch.arange(n, n + len(ids), device=dev)
-                                       ).float().log_softmax(-1)
+                logp = forward(ids, torch.arange(n, n + len(ids), device=dev)
+                               ).float().log_softmax(-1)
                 score += float(sum(logp[k, answer[k + 1]] for k in range(len(ids))))
             scores.append(score)
     best = max(range(len(scores)), key=scores.__getitem__)

@@ -303,6 +303,45 @@ def random_decoder(cfg: DecoderConfig, *, fmt: str = 'fp16', context: int = 1024
                    meaningful=False)
 
 
+def layer_bounds(n_layers: int, chunks: int) -> list[int]:
+    """Layer indices bounding ``chunks`` runs of consecutive layers, as even as they come."""
+    if not 1 <= chunks <= n_layers:
+        raise ValueError(f'chunks must be 1..{n_layers} (the layers), got {chunks}')
+    return [round(i * n_layers / chunks) for i in range(chunks + 1)]
+
+
+def forward_between_frames(decoder: Decoder, tokens: torch.Tensor, positions: torch.Tensor,
+                           gate: Any, bounds: list[int], *, last_only: bool = False,
+                           stream: Any = None, done: Any = None,
+                           kind: object = 'forward') -> torch.Tensor:
+    """``decoder.forward`` in layer chunks (``bounds``), each launched when ``gate`` lets it.
+
+    The same arithmetic as the one-piece forward (same KV cache writes, same logits); eager,
+    as a prompt's length varies. ``gate.run(fn, (kind, k))`` times chunk ``k`` and launches
+    it only between the loop's frames; ``done`` (a reusable ``torch.cuda.Event``) makes each
+    chunk return once its device work is done, so the gate measures the device time.
+    """
+    ctx = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+    state: dict[str, Any] = {}
+
+    def chunk(k: int) -> None:
+        with ctx:
+            if k == 0:
+                state['x'], state['cos'], state['sin'], state['visible'] = decoder.prologue(
+                    tokens, positions)
+            x = decoder.blocks(state['x'], state['cos'], state['sin'], positions,
+                               state['visible'], bounds[k], bounds[k + 1])
+            state['x'] = decoder.epilogue(x, last_only) if k == len(bounds) - 2 else x
+            if done is not None:
+                done.record()
+        if done is not None:
+            done.synchronize()
+
+    for k in range(len(bounds) - 1):
+        gate.run(functools.partial(chunk, k), (kind, k))
+    return state['x']
+
+
 class DecodeRunner:
     """Greedy decoding one token per call, replayed from CUDA graphs where there are some.
 
@@ -322,17 +361,13 @@ class DecodeRunner:
         self.decoder = decoder
         if compile_mode is not None:
             decoder.compile_blocks(compile_mode)   # compiled at the first step (capture)
-        n_layers = len(decoder.layers)
-        if not 1 <= chunks <= n_layers:
-            raise ValueError(f'chunks must be 1..{n_layers} (the layers), got {chunks}')
+        self.bounds = layer_bounds(len(decoder.layers), chunks)
         dev = decoder.device
         self.token = torch.zeros(1, dtype=torch.long, device=dev)
         self.position = torch.zeros(1, dtype=torch.long, device=dev)
         self.use_graph = dev.type == 'cuda' if use_graph is None else use_graph
         self.stream = stream
         self.graph: Any = None
-        # layer bounds of each chunk, as even as the layer count allows
-        self.bounds = [round(i * n_layers / chunks) for i in range(chunks + 1)]
         self.chunk_graphs: list[Any] = []
         self._state: tuple[torch.Tensor, ...] | None = None
 
@@ -451,37 +486,20 @@ class DecodeRunner:
         longer than a control frame's period; in layer chunks each piece fits between frames.
         Afterwards the runner decodes on from the prompt: ``token`` holds its greedy next
         token and ``position`` its length, as ``start(argmax, len(prompt))`` after a one-piece
-        ``decoder.forward(prompt)``. Eager (a prompt's length varies: no graph); ``done`` as
-        in :meth:`step_between_frames`.
+        ``decoder.forward(prompt)``. ``done`` as in :meth:`step_between_frames`.
         """
-        dec, b = self.decoder, self.bounds
+        dec = self.decoder
         n = int(prompt.shape[0])
         if not 0 < n < dec.context:
             raise ValueError(f'a prompt of {n} tokens does not fit the {dec.context}-slot cache')
-        positions = torch.arange(n, device=dec.device)
+        logits = forward_between_frames(dec, prompt, torch.arange(n, device=dec.device), gate,
+                                        self.bounds, last_only=True, stream=self.stream,
+                                        done=done, kind='prefill')
         ctx = (torch.cuda.stream(self.stream) if self.stream is not None
                else contextlib.nullcontext())
-        state: dict[str, Any] = {}
-
-        def chunk(k: int) -> None:
-            with ctx:
-                if k == 0:
-                    state['x'], state['cos'], state['sin'], state['visible'] = dec.prologue(
-                        prompt, positions)
-                x = dec.blocks(state['x'], state['cos'], state['sin'], positions,
-                               state['visible'], b[k], b[k + 1])
-                if k == len(b) - 2:
-                    self.token.copy_(dec.epilogue(x, last_only=True)[-1].argmax())
-                    self.position.fill_(n)
-                else:
-                    state['x'] = x
-                if done is not None:
-                    done.record()
-            if done is not None:
-                done.synchronize()
-
-        for k in range(len(b) - 1):
-            gate.run(functools.partial(chunk, k), ('prefill', k))
+        with ctx:
+            self.token.copy_(logits[-1].argmax())
+            self.position.fill_(n)
 
     def tokens_per_second(self, n_tokens: int) -> float:
         """Generate ``n_tokens`` back to back and return the rate (synchronised)."""

@@ -254,3 +254,19 @@ def test_a_prompt_fed_in_gated_layer_chunks_decodes_as_one_forward(tiny_checkpoi
     assert got == want
     with pytest.raises(ValueError, match='does not fit'):
         runner.prefill_between_frames(torch.zeros(32, dtype=torch.long), gate)
+
+
+def test_a_gated_choice_scores_as_the_one_piece_forward(tiny_checkpoint):
+    from edge_loop.reasoning.chooser import ByteTokenizer, choose_target
+    from edge_loop.reasoning.gate import FrameGate
+
+    directory, _ = tiny_checkpoint
+    dec = checkpoint.load_checkpoint(directory, context=256, dtype=torch.float32)
+    tok = ByteTokenizer(dec.cfg.vocab_size)
+    positions = [(0.1, 0.0, 0.02), (-0.05, 0.03, 0.02), (0.0, -0.1, 0.03)]
+    plain = choose_target(dec, tok, 'pick the red one', positions)
+    gate = FrameGate()
+    gated = choose_target(dec, tok, 'pick the red one', positions, gate=gate, chunks=2)
+    assert gated.index == plain.index
+    assert gated.scores == pytest.approx(plain.scores, abs=1e-5)
+    assert gate.stats.runs >= 2 and gate.stats.runs % 2 == 0   # two chunks per forward

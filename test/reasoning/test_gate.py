@@ -67,3 +67,79 @@ def test_gate_keeps_background_work_out_of_frames_and_lets_it_run_between_them()
     busy = sum(e - s for s, e in pieces)
     assert busy > 0.3 * 50 * (period - 0.006), f'background ran only {busy:.3f} s'
     assert gate.expected_s('chunk') >= 0.002
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class _RecordingGate:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def frame_begin(self) -> None:
+        self.calls.append(('begin',))
+
+    def frame_end(self, next_frame_t) -> None:
+        self.calls.append(('end', next_frame_t))
+
+
+def test_loop_frames_begin_on_camera_info_and_end_on_the_last_output_of_that_stamp():
+    from edge_loop.reasoning.loop_frames import LoopFrames
+
+    clock, gate = _Clock(), _RecordingGate()
+    frames = LoopFrames(gate, ['objects', 'grasp'], timeout_s=0.05, clock=clock)
+    frames.frame(1)
+    clock.t = 0.004
+    frames.output('objects', 1)
+    frames.output('grasp', 0)         # another frame's: not this one's end
+    frames.output('unrelated', 1)
+    assert gate.calls == [('begin',)]
+    frames.output('grasp', 1)
+    assert gate.calls[-1] == ('end', None)        # one arrival: no period known yet
+    for k in range(2, 6):             # a camera at 10 ms
+        clock.t = (k - 1) * 0.010
+        frames.frame(k)
+        clock.t += 0.003
+        frames.output('grasp', k)
+        frames.output('objects', k)
+    assert frames.period_s() == pytest.approx(0.010)
+    assert gate.calls[-1] == ('end', pytest.approx(0.040 + 0.010))   # began + period
+    frames.output('grasp', 5)         # a repeat ends nothing twice
+    assert sum(c[0] == 'end' for c in gate.calls) == 5
+
+
+def test_loop_frames_end_a_frame_whose_outputs_never_come_after_the_timeout():
+    from edge_loop.reasoning.loop_frames import LoopFrames
+
+    clock, gate = _Clock(), _RecordingGate()
+    frames = LoopFrames(gate, ['objects'], timeout_s=0.05, clock=clock)
+    frames.frame(1)
+    clock.t = 0.049
+    frames.poll()
+    assert gate.calls == [('begin',)] and frames.timeouts == 0
+    clock.t = 0.051
+    frames.poll()
+    assert gate.calls[-1][0] == 'end' and frames.timeouts == 1
+    frames.poll()                     # nothing in flight any more
+    assert frames.timeouts == 1
+    with pytest.raises(ValueError):
+        LoopFrames(gate, [], timeout_s=0.05)
+    with pytest.raises(ValueError):
+        LoopFrames(gate, ['objects'], timeout_s=0.0)
+
+
+def test_loop_frames_keep_a_real_gate_closed_while_a_frame_is_in_flight():
+    from edge_loop.reasoning.loop_frames import LoopFrames
+
+    clock = _Clock()
+    gate = FrameGate(guard_s=0.0, late_s=0.002, clock=clock)
+    frames = LoopFrames(gate, ['objects'], timeout_s=0.05, clock=clock)
+    frames.frame(1)
+    assert not window_allows(clock(), gate._in_frame, gate._next_frame_t, 0.0, 0.0, 0.002)[0]
+    frames.output('objects', 1)
+    assert not gate._in_frame

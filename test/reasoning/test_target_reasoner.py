@@ -12,7 +12,9 @@ pytest.importorskip('torch', reason='torch is not installed in this venv (CI ins
                     'for Jazzy only)')
 
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
-from geometry_msgs.msg import Pose, PoseArray  # noqa: E402
+from geometry_msgs.msg import PolygonStamped, Pose, PoseArray  # noqa: E402
+from nav_msgs.msg import OccupancyGrid  # noqa: E402
+from sensor_msgs.msg import CameraInfo  # noqa: E402
 
 from edge_loop.lifecycle_client import LifecycleError  # noqa: E402
 
@@ -45,16 +47,31 @@ def test_lifecycle_and_a_choice_marked_meaningless(node_procs, harness):
     client.transition('activate', timeout=30.0)
     assert client.get_state() == 'active'
     harness.wait_for_subscribers('/edge_loop/objects', timeout=20.0)
+    # The loop's frames as the node sees them (gate_on_frames): camera_info, then each stage
+    # output with that stamp; the decoder's chunks run between them.
+    info = harness.node.create_publisher(CameraInfo, '/camera/color/camera_info', 10)
+    grasp = harness.node.create_publisher(PolygonStamped, '/edge_loop/grasp', 10)
+    grid = harness.node.create_publisher(OccupancyGrid, '/edge_loop/occupancy', 10)
+    harness.wait_for_subscribers('/camera/color/camera_info', timeout=20.0)
     deadline = time.monotonic() + 30.0
+    sec = 42
     while not choices and time.monotonic() < deadline:
-        pub.publish(_objects(3, stamp_sec=42))
-        time.sleep(0.2)
+        for msg in (CameraInfo(), _objects(3, stamp_sec=sec), PolygonStamped(),
+                    OccupancyGrid()):
+            msg.header.stamp.sec = sec
+            {CameraInfo: info, PoseArray: pub, PolygonStamped: grasp,
+             OccupancyGrid: grid}[type(msg)].publish(msg)
+        sec += 1
+        time.sleep(0.05)
     assert choices, proc.output()
     status = choices[0].status[0]
     values = {kv.key: kv.value for kv in status.values}
-    assert choices[0].header.stamp.sec == 42          # stamped with the objects' frame
+    assert 42 <= choices[0].header.stamp.sec < sec     # stamped with the objects' frame
     assert values['meaningful'] == 'false' and values['mode'] == 'random'
     assert 0 <= int(values['index']) < 3 and status.message == f'object {values["index"]}'
+    # gated: frames were seen, the forwards ran as layer chunks (2 layers: 2 per forward)
+    assert int(values['gate_frames']) >= 1 and int(values['gate_runs']) >= 2, values
+    assert values['gate_frame_timeouts'] == '0', values
     for transition, state in (('deactivate', 'inactive'), ('cleanup', 'unconfigured'),
                               ('shutdown', 'finalized')):
         client.transition(transition, timeout=30.0)
