@@ -17,8 +17,10 @@ work (a decode step's chunk of layers, a fraction of a millisecond) start only w
 
 A loop that stops sending frames does not starve the work: once the expected frame is
 ``late_s`` overdue the gate treats the loop as idle. The decision itself is the pure function
-:func:`window_allows`; the gate adds the waiting and the bookkeeping. In-process only (the
-loop and the decoder threads of one process); a decoder in another process is not gated.
+:func:`window_allows`; the gate adds the waiting and the bookkeeping. The loop's side is
+called by the loop itself in one process (``bench/bench_memory.py --phases gated``), or, for a
+decoder in a process of its own (the ``target_reasoner`` node), from the loop's messages as
+that process sees them (:class:`edge_loop.reasoning.loop_frames.LoopFrames`).
 """
 
 from __future__ import annotations
