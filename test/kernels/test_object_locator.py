@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
+from edge_loop.kernels.camera import D435_VGA, Extrinsics, Intrinsics
 from edge_loop.kernels.object_locator import (
     DEFAULT_PARAMS,
     LINEAR_LUT,
@@ -18,6 +19,8 @@ from edge_loop.kernels.object_locator import (
     blur_leak_reference,
     blur_smear_sums,
     blur_smear_sums_reference,
+    crease_cut,
+    crease_reference,
     height_scene,
     hue_cut,
     locate_objects,
@@ -27,6 +30,7 @@ from edge_loop.kernels.object_locator import (
     rank_targets,
     select_target,
 )
+from edge_loop.kernels.object_locator.scene import world_points_reference
 from edge_loop.verify.compare import angle_diff_mod
 from edge_loop.verify.sweeps import (
     Box,
@@ -701,3 +705,88 @@ def test_blur_restoration_takes_float_colour_as_the_rest_of_the_locator_does():
     color = motion_blurred(f.color)
     as_float = locate_objects(color.astype(np.float32), f.depth, f.intrinsics, f.extrinsics)
     assert len(as_float) == len(locate_objects(color, f.depth, f.intrinsics, f.extrinsics)) == 1
+
+
+def _height_field_frame(height_of, ext: Extrinsics, intr: Intrinsics):
+    """(colour, 16UC1 depth) of a height field z = height_of(x, y) over a green floor at 5 mm.
+
+    Grey where x < 0, dull orange where x >= 0: 0.17 apart in chromaticity, which the 3x3
+    blur spreads under color_step (the colour cut misses their border), over
+    merge_smooth_color (one surface in two colours would join, two objects do not).
+    """
+    u = (np.arange(intr.width) - intr.cx) / intr.fx
+    v = (np.arange(intr.height) - intr.cy) / intr.fy
+    uu, vv = np.meshgrid(u, v)
+    rays = np.stack([uu, vv, np.ones_like(uu)], -1) @ ext.rotation.T
+    o = ext.translation
+    depth = np.full(uu.shape, (0.005 - o[2]) / rays[..., 2].mean())
+    for _ in range(60):     # fixed point: the depth where the ray meets the surface
+        p = o + depth[..., None] * rays
+        depth = (np.maximum(height_of(p[..., 0], p[..., 1]), 0.005) - o[2]) / rays[..., 2]
+    p = o + depth[..., None] * rays
+    raised = height_of(p[..., 0], p[..., 1]) > 0.005
+    colour = np.full(uu.shape + (3,), (120, 160, 120), np.uint8)
+    colour[raised & (p[..., 0] < 0)] = (150, 150, 150)
+    colour[raised & (p[..., 0] >= 0)] = (190, 150, 110)
+    return colour, np.round(depth * 1000).astype(np.uint16)
+
+
+def _valley(x, y):
+    """Two slabs leaning against each other (31 deg): a V along y with no height step."""
+    return np.where((np.abs(x) < 0.045) & (np.abs(y) < 0.04), 0.015 + 0.6 * np.abs(x), 0.0)
+
+
+def _ridge(x, y):
+    """One roof: the same two faces meeting in a convex ridge."""
+    return np.where((np.abs(x) < 0.045) & (np.abs(y) < 0.04), 0.057 - 0.6 * np.abs(x), 0.0)
+
+
+QVGA = D435_VGA.scaled(320, 240)
+
+
+@pytest.mark.parametrize('locate', LOCATORS)
+def test_concave_crease_separates_touching_objects_a_convex_edge_does_not(locate):
+    down = tilted_extrinsics(0.0)
+    colour, depth = _height_field_frame(_valley, down, QVGA)
+    two = locate(colour, depth, QVGA, down)
+    assert sorted(np.sign(o.position[0]) for o in two) == [-1.0, 1.0]
+    # what the colour and height cuts see alone: one object
+    no_crease = LocatorParams(crease_deg=0.0)
+    assert len(locate(colour, depth, QVGA, down, no_crease)) == 1
+    colour, depth = _height_field_frame(_ridge, down, QVGA)
+    assert len(locate(colour, depth, QVGA, down)) == 1
+
+
+def test_crease_cut_is_the_same_in_both_implementations_from_an_oblique_camera():
+    ext = tilted_extrinsics(35.0)
+    colour, depth = _height_field_frame(_valley, ext, QVGA)
+    p = DEFAULT_PARAMS
+    scene_ = height_scene(depth, QVGA, ext)
+    world = world_points_reference(depth / 1000.0, QVGA, ext)
+    fg = np.isfinite(world[..., 2]) & (world[..., 2] > p.min_height)
+    normal, known = crease_reference(world, fg, ext.translation, p)
+    cos = np.cos(np.radians(p.crease_deg))
+    pairs = []
+    for a, b in (((slice(None), slice(None, -1)), (slice(None), slice(1, None))),
+                 ((slice(None, -1), slice(None)), (slice(1, None), slice(None)))):
+        bend = (normal[a] * normal[b]).sum(-1) < cos
+        valley = ((normal[b] - normal[a]) * (world[b] - world[a])).sum(-1) < 0
+        pairs.append(bend & valley & known[a] & known[b])
+    ref = np.zeros(fg.shape, bool)
+    for d, (a, b) in zip(pairs, (((slice(None), slice(None, -1)), (slice(None), slice(1, None))),
+                                 ((slice(None, -1), slice(None)), (slice(1, None), slice(None))))):
+        ref[a] |= d
+        ref[b] |= d
+    rows, cols = np.nonzero(fg)
+    r0, c0 = rows.min(), cols.min()
+    crop = fg[r0:rows.max() + 1, c0:cols.max() + 1]
+    dep = crease_cut(scene_.depth.reshape(QVGA.height, QVGA.width), scene_.height,
+                     scene_.rays.reshape(QVGA.height, QVGA.width, 3), crop.astype(np.uint8),
+                     r0, c0, p)
+    assert dep.sum() > 20      # the valley is found from 35 deg too
+    assert np.array_equal(dep, ref[r0:rows.max() + 1, c0:cols.max() + 1])
+    objects = locate_objects(colour, depth, QVGA, ext)
+    reference = locate_objects_reference(colour, depth, QVGA, ext)
+    assert [o.pixel_count for o in reference] == [o.pixel_count for o in objects]
+    for a, b in zip(reference, objects):
+        assert np.allclose(a.position, b.position, atol=1e-5)

@@ -183,6 +183,138 @@ def depth_cut(height: np.ndarray, fg: np.ndarray, step: float) -> np.ndarray:
     return _both_sides(dx, dy, f.shape)
 
 
+def crease_cut(depth: np.ndarray, height: np.ndarray, rays: np.ndarray, fg: np.ndarray,
+               r0: int, c0: int, p: LocatorParams) -> np.ndarray:
+    """Bool mask (shape of ``fg``): foreground pixels on either side of a concave crease.
+
+    ``depth``: (H, W) float32 optical depth (m, NaN = none), ``height``: (H, W) world z and
+    ``rays``: (H, W, 3) world directions per unit depth of the whole frame; ``fg`` the
+    foreground of the crop whose top-left pixel is (``r0``, ``c0``). Only foreground points
+    count (the floor beside an object would bend its normals). A point's normal is the
+    cross product of its neighbours' differences ``crease_baseline`` pixels to either side
+    along rows and columns, none where a difference spans a height step (a foreground
+    4-neighbour pair more than ``depth_step`` apart in height: :func:`depth_cut`'s, whose
+    "normal" would be the step's, not a surface's), made unit, summed over a
+    ``crease_window`` square (zero where none) and made unit again where over half the
+    square has one; turned towards the camera.
+    4-neighbours whose normals differ by more than ``crease_deg`` and turn towards each
+    other (their normals' difference against their points' difference is negative: a
+    valley, two surfaces meeting) are cut. :func:`crease_reference` is the plain version.
+    Computed on coordinate planes (an (H, W, 3) array's last axis is slow in numpy).
+    """
+    k, win = max(1, int(p.crease_baseline)), max(1, int(p.crease_window))
+    m = k + win // 2
+    hh, ww = fg.shape
+    f = fg.astype(bool)
+    inner = (slice(m, m + hh), slice(m, m + ww))
+    d = np.full((hh + 2 * m, ww + 2 * m), np.nan, np.float32)
+    d[inner] = np.where(f, depth[r0:r0 + hh, c0:c0 + ww], np.float32(np.nan))
+    z = np.full(d.shape, np.nan, np.float32)
+    z[inner] = np.where(f, height[r0:r0 + hh, c0:c0 + ww], np.float32(np.nan))
+    # Differences that span a height step (a depth_cut pair) give no normal: counts of step
+    # pairs along rows and columns, differenced over the 2k pairs a difference spans.
+    with np.errstate(invalid='ignore'):
+        jx = np.abs(z[:, 1:] - z[:, :-1]) > p.depth_step       # False where NaN
+        jy = np.abs(z[1:] - z[:-1]) > p.depth_step
+    cx = np.zeros(d.shape, np.int32)
+    cy = np.zeros(d.shape, np.int32)
+    np.cumsum(jx, axis=1, out=cx[:, 1:])
+    np.cumsum(jy, axis=0, out=cy[1:])
+    spans = ((cx[k:-k, 2 * k:] - cx[k:-k, :-2 * k]) > 0) \
+        | ((cy[2 * k:, k:-k] - cy[:-2 * k, k:-k]) > 0)
+    ray = []
+    q = []            # world point less the camera's origin: depth x ray
+    for i in range(3):
+        r = np.zeros(d.shape, np.float32)
+        r[inner] = rays[r0:r0 + hh, c0:c0 + ww, i]
+        ray.append(r[inner])
+        q.append(d * r)
+    du = [c[k:-k, 2 * k:] - c[k:-k, :-2 * k] for c in q]
+    dv = [c[2 * k:, k:-k] - c[:-2 * k, k:-k] for c in q]
+    n = (du[1] * dv[2] - du[2] * dv[1], du[2] * dv[0] - du[0] * dv[2],
+         du[0] * dv[1] - du[1] * dv[0])
+    with np.errstate(invalid='ignore', divide='ignore'):
+        inv = np.float32(1.0) / np.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2])
+    valid = np.isfinite(inv) & ~spans
+    planes = []
+    for c in n + (None,):
+        z = np.zeros(d.shape, np.float32)
+        z[k:-k, k:-k] = valid if c is None else np.where(valid, c * inv, np.float32(0.0))
+        planes.append(cv2.blur(z, (win, win), borderType=cv2.BORDER_CONSTANT)[inner])
+    nx, ny, nz, count = planes
+    norm = np.sqrt(nx * nx + ny * ny + nz * nz)
+    ok = (count > np.float32(0.5)) & (norm > np.float32(1e-6)) & f
+    s = np.where(ok, norm, np.float32(1.0))
+    s = np.where(ray[0] * nx + ray[1] * ny + ray[2] * nz > 0, -s, s)    # towards the camera
+    nx, ny, nz = nx / s, ny / s, nz / s
+    px, py, pz = (c[inner] for c in q)
+    cos = np.float32(np.cos(np.radians(p.crease_deg)))
+    out = []
+    for a, b in (((slice(None), slice(None, -1)), (slice(None), slice(1, None))),
+                 ((slice(None, -1), slice(None)), (slice(1, None), slice(None)))):
+        bend = nx[a] * nx[b] + ny[a] * ny[b] + nz[a] * nz[b] < cos
+        with np.errstate(invalid='ignore'):
+            valley = ((nx[b] - nx[a]) * (px[b] - px[a]) + (ny[b] - ny[a]) * (py[b] - py[a])
+                      + (nz[b] - nz[a]) * (pz[b] - pz[a])) < 0
+        out.append(bend & valley & ok[a] & ok[b])
+    return _both_sides(out[0], out[1], f.shape)
+
+
+def crease_reference(world: np.ndarray, fg: np.ndarray, origin: np.ndarray,
+                     p: LocatorParams) -> tuple[np.ndarray, np.ndarray]:
+    """(H, W, 3) float64 unit normals and (H, W) bool "normal known" of :func:`crease_cut`.
+
+    ``world``: (H, W, 3) world points (NaN = no depth), ``fg``: the foreground, ``origin``:
+    the camera's position. float64, whole frame, the window mean as explicit shifted sums; a
+    pair of foreground 4-neighbours is a crease when both normals are known, differ by more
+    than ``crease_deg`` and (n_b - n_a) . (x_b - x_a) < 0 (:func:`locate_objects_reference`).
+    """
+    k, win = max(1, int(p.crease_baseline)), max(1, int(p.crease_window))
+    normal_full = np.zeros(world.shape)
+    known_full = np.zeros(fg.shape, bool)
+    if not fg.any():
+        return normal_full, known_full
+    # Only foreground points count: the foreground's box grown by a normal's reach is enough.
+    rows, cols = np.nonzero(fg)
+    m = k + win // 2
+    box = (slice(max(int(rows.min()) - m, 0), int(rows.max()) + 1 + m),
+           slice(max(int(cols.min()) - m, 0), int(cols.max()) + 1 + m))
+    world, fg = world[box], fg[box]
+    h, w = fg.shape
+    q = np.where(fg[..., None], world - np.asarray(origin, np.float64), np.nan)
+    # Height-step pairs (as depth_cut) and the differences that span one.
+    z = world[..., 2]
+    with np.errstate(invalid='ignore'):
+        jx = (np.abs(z[:, 1:] - z[:, :-1]) > p.depth_step) & fg[:, 1:] & fg[:, :-1]
+        jy = (np.abs(z[1:] - z[:-1]) > p.depth_step) & fg[1:] & fg[:-1]
+    # pixel c's row difference spans the pairs c - k .. c + k - 1 (pair i: pixels i, i + 1)
+    jxp, jyp = np.pad(jx, ((0, 0), (k, k))), np.pad(jy, ((k, k), (0, 0)))
+    spans = np.zeros((h, w), bool)
+    for i in range(2 * k):
+        spans |= jxp[:, i:i + w] | jyp[i:i + h]
+    unit = np.full((h, w, 3), np.nan)
+    if h > 2 * k and w > 2 * k:
+        unit[k:-k, k:-k] = np.cross(q[k:-k, 2 * k:] - q[k:-k, :-2 * k],
+                                    q[2 * k:, k:-k] - q[:-2 * k, k:-k])
+    with np.errstate(invalid='ignore', divide='ignore'):
+        unit = unit / np.linalg.norm(unit, axis=-1, keepdims=True)
+    valid = np.isfinite(unit).all(axis=-1) & ~spans
+    unit[~valid] = 0.0
+    # Mean over the window (nothing outside the frame): explicit shifted sums.
+    lo = win // 2
+    pad_u = np.pad(unit, ((lo, win - 1 - lo), (lo, win - 1 - lo), (0, 0)))
+    pad_v = np.pad(valid.astype(np.float64), ((lo, win - 1 - lo), (lo, win - 1 - lo)))
+    total = sum(pad_u[i:i + h, j:j + w] for i in range(win) for j in range(win)) / win ** 2
+    count = sum(pad_v[i:i + h, j:j + w] for i in range(win) for j in range(win)) / win ** 2
+    size = np.linalg.norm(total, axis=-1)
+    known = fg & (count > 0.5) & (size > 1e-6)
+    normal = total / np.where(known, size, 1.0)[..., None]
+    towards = np.where(known, (np.nan_to_num(q) * normal).sum(axis=-1), 0.0) > 0
+    normal[towards] *= -1.0
+    normal_full[box], known_full[box] = normal, known
+    return normal_full, known_full
+
+
 def _blur_in_place(color_rgb: np.ndarray, r0: int, r1: int, c0: int, c1: int,
                    linear: bool = False) -> np.ndarray:
     """3x3 mean (float32) of a crop, of its linear light if ``linear``, with real neighbours.

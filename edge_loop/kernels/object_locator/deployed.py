@@ -12,7 +12,7 @@ import numpy as np
 
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
 from edge_loop.kernels.object_locator.blind_spots import near_blind_spot
-from edge_loop.kernels.object_locator.colour import color_cut, depth_cut, hue_cut
+from edge_loop.kernels.object_locator.colour import color_cut, crease_cut, depth_cut, hue_cut
 from edge_loop.kernels.object_locator.merging import _merge_grown
 from edge_loop.kernels.object_locator.objects import (
     DetectedObject,
@@ -105,6 +105,9 @@ def locate_objects(color_rgb: np.ndarray | None, depth_m: np.ndarray, intrinsics
             if p.hue_step > 0:
                 kept[hue_cut(color_rgb, mask, r0, c0, p)] = 0
             kept[depth_cut(height[r0:r1, c0:c1], mask, p.depth_step)] = 0
+        if p.crease_deg > 0:    # on the CPU, after the per-pixel cuts wherever they ran
+            kept[crease_cut(scene.depth.reshape(h, w), height, scene.rays.reshape(h, w, 3),
+                            mask, r0, c0, p)] = 0
         n_pieces, pieces, stats, _ = cv2.connectedComponentsWithStats(
             kept, connectivity=4, ltype=cv2.CV_32S)
         piece = pieces.reshape(-1)[crop_idx].astype(np.int64)   # 0 = cut pixel

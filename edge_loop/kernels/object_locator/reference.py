@@ -15,6 +15,7 @@ from edge_loop.kernels.camera import Extrinsics, Intrinsics
 from edge_loop.kernels.object_locator.blur import blur_leak_reference, blur_smear_sums_reference
 from edge_loop.kernels.object_locator.colour import (
     chromaticity_reference,
+    crease_reference,
     hue_reference,
     linear_light,
 )
@@ -95,6 +96,9 @@ def locate_objects_reference(color_rgb: np.ndarray | None, depth_m: np.ndarray,
     if chroma is not None:
         hue, hue_known = hue_reference(color_rgb, p) if p.hue_step > 0 \
             else (None, np.zeros((h, w), bool))
+        normal, normal_known = crease_reference(world, fg, extrinsics.translation, p) \
+            if p.crease_deg > 0 else (None, np.zeros((h, w), bool))
+        crease_cos = np.cos(np.radians(p.crease_deg))
         for r, c in fg_pixels:
             for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
                 rr, cc = r + dr, c + dc
@@ -102,7 +106,12 @@ def locate_objects_reference(color_rgb: np.ndarray | None, depth_m: np.ndarray,
                         np.abs(chroma[rr, cc] - chroma[r, c]).sum() > p.color_step
                         or abs(world[rr, cc, 2] - world[r, c, 2]) > p.depth_step
                         or (hue_known[rr, cc] and hue_known[r, c]
-                            and np.abs(hue[rr, cc] - hue[r, c]).sum() > p.hue_step)):
+                            and np.abs(hue[rr, cc] - hue[r, c]).sum() > p.hue_step)
+                        # a concave crease: the normals turn towards each other
+                        or (normal_known[rr, cc] and normal_known[r, c]
+                            and float(normal[rr, cc] @ normal[r, c]) < crease_cos
+                            and float((normal[rr, cc] - normal[r, c])
+                                      @ (world[rr, cc] - world[r, c])) < 0)):
                     keep[r, c] = False
                     break
     # Pixels without depth within bridge_px of the foreground connect it (holes at edges).

@@ -1,0 +1,128 @@
+# SPDX-FileCopyrightText: 2026 edge_loop developers
+# SPDX-License-Identifier: Apache-2.0
+"""Locator variants side by side on training worlds (issue 34; never the held-out split).
+
+Renders each training world of :mod:`edge_loop.sim.worlds` once (cached as a pickle under
+``--cache``), then runs the deployed locator with every variant of its parameters on the same
+frame, as ``bench/bench_worlds.py`` runs it (the user's parameters for that cell, truth = the
+sensor-visible centroids, its matching), the variants interleaved per frame in a rotating
+order, best of ``--reps`` timings each. Prints per variant: detected (overall, dim light,
+4-6 objects), false detections (of answers), merges (detections covering >= 30 % of two
+objects' pixels), centroid error p50 / p95 and the locator's p50 / p99.
+
+    python tools/locator_worlds.py --seed0 500500 --scenes 300 \
+        --variants base crease_deg=0 crease_deg=10 [--reps 3] [--json out.json]
+
+docs/clutter.md ("Concave crease cut") was measured this way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pickle
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from edge_loop.kernels.camera import Extrinsics
+from edge_loop.kernels.object_locator import locate_objects
+from edge_loop.sim.scoring import match_detections
+from edge_loop.sim.worlds import DIM_MODELS, SEED_RANGES, build_world, sample_world
+
+sys.path[:0] = [str(Path(__file__).resolve().parent),
+                str(Path(__file__).resolve().parents[1] / 'bench')]
+from bench_worlds import user_parameters  # noqa: E402
+from clutter_eval import merged_count  # noqa: E402
+
+
+def frame(seed: int, cache: Path) -> dict:
+    """The rendered frame, extrinsics, user parameters and truth of training world ``seed``."""
+    path = cache / f'{seed}.pkl'
+    if path.exists():
+        return pickle.loads(path.read_bytes())
+    cfg = sample_world(seed, 'train')
+    ext = Extrinsics.from_params(list(cfg.camera_position), list(cfg.camera_orientation))
+    lp, _ = user_parameters(cfg)
+    with build_world(cfg) as world:
+        f = world.render()
+        truth = world.visible_centroids(f, sensed=True)
+    d = {'seed': seed, 'color': f.color, 'depth_mm': f.depth_mm, 'label': f.label,
+         'intr': f.intrinsics, 'ext': ext, 'lp': lp, 'factors': cfg.factors(),
+         'truth': [(int(k), np.asarray(c)) for k, c, *_ in truth]}
+    cache.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(d))
+    return d
+
+
+def changes_of(name: str) -> dict:
+    """LocatorParams changes of a variant: 'base' or 'field=value[,field=value]'."""
+    if name == 'base':
+        return {}
+    out = {}
+    for item in name.split(','):
+        key, value = item.split('=')
+        out[key] = float(value) if '.' in value or 'e' in value else int(value)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: one table row per variant."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--seed0', type=int, default=SEED_RANGES['train'][0] + 500)
+    ap.add_argument('--scenes', type=int, default=300)
+    ap.add_argument('--variants', nargs='+', default=['base'])
+    ap.add_argument('--reps', type=int, default=1)
+    ap.add_argument('--cache', type=Path, default=Path('/tmp/edge_loop_locator_worlds'))
+    ap.add_argument('--json', type=Path, default=None)
+    args = ap.parse_args(argv)
+    lo, hi = SEED_RANGES['train']
+    if not (lo <= args.seed0 and args.seed0 + args.scenes <= hi):
+        ap.error(f'training worlds only: seeds {lo}-{hi - 1}')
+    variants = [(v, changes_of(v)) for v in args.variants]
+    rows: dict[str, list[dict]] = {v: [] for v, _ in variants}
+    for i, seed in enumerate(range(args.seed0, args.seed0 + args.scenes)):
+        d = frame(seed, args.cache)
+        k = i % len(variants)
+        for name, change in variants[k:] + variants[:k]:
+            lp = dataclasses.replace(d['lp'], **change)
+            ms = []
+            for _ in range(max(1, args.reps)):
+                t0 = time.perf_counter()
+                objects = locate_objects(d['color'], d['depth_mm'], d['intr'], d['ext'], lp)
+                ms.append((time.perf_counter() - t0) * 1e3)
+            errors, false, _ = match_detections(objects, d['truth'])
+            rows[name].append({'seed': seed, 'factors': d['factors'], 'visible': len(d['truth']),
+                               'detected': len(errors), 'answers': len(objects),
+                               'false': false, 'errors': errors, 'ms': min(ms),
+                               'merged': merged_count(objects, d['label'])})
+    print(f'training worlds {args.seed0}-{args.seed0 + args.scenes - 1}')
+    print('| variant | detected | dim | 4-6 objects | false | merged | centroid p50 / p95 mm '
+          '| ms p50 / p99 |')
+    print('|---|---|---|---|---|---|---|---|')
+
+    def share(rs: list[dict], key: str, of: str) -> str:
+        n = sum(r[of] for r in rs)
+        return f'{sum(r[key] for r in rs) / n:.1%}' if n else '-'
+
+    for name, rs in rows.items():
+        dim = [r for r in rs if r['factors']['lighting'] in DIM_MODELS]
+        clutter = [r for r in rs if int(r['factors']['objects']) >= 4]
+        e = np.array([x for r in rs for x in r['errors']]) * 1e3
+        ms = np.array([r['ms'] for r in rs])
+        print(f"| {name} | {share(rs, 'detected', 'visible')} "
+              f"({sum(r['detected'] for r in rs)}/{sum(r['visible'] for r in rs)}) | "
+              f"{share(dim, 'detected', 'visible')} | {share(clutter, 'detected', 'visible')} | "
+              f"{share(rs, 'false', 'answers')} ({sum(r['false'] for r in rs)}) | "
+              f"{sum(r['merged'] for r in rs)} | {np.median(e):.2f} / {np.percentile(e, 95):.2f}"
+              f" | {np.median(ms):.1f} / {np.percentile(ms, 99):.1f} |")
+    if args.json:
+        args.json.write_text(json.dumps(rows, default=float))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
