@@ -85,6 +85,9 @@ LOCATOR_PARAMS = (
           'washed alike by glare or a highlight (0: off)', min=0.0, max=2.0),
     Param('min_pixels', 80, 'Smallest object at 640x480 (pixels; scaled with resolution)',
           min=1, max=100000),
+    Param('crease_deg', LocatorParams().crease_deg, 'Concave crease between 4-neighbours '
+          'that separates touching objects of one colour (deg between smoothed surface '
+          'normals turning towards each other; 0: off)', min=0.0, max=90.0),
     Param('split_pixels', 30, 'Smallest colour piece that is a region of its own (640x480; '
           'regions of one colour join again)', min=1, max=100000),
     _pair('roi_x', [-0.194, 0.194], 'Tray interior along world x [min, max] (m)', tier='user'),
@@ -95,7 +98,7 @@ LOCATOR_PARAMS = (
 def locator_params(params: dict[str, Any]) -> LocatorParams:
     """LocatorParams from the node parameters."""
     return LocatorParams(min_height=params['min_height'], color_step=params['color_step'],
-                         hue_step=params['hue_step'],
+                         hue_step=params['hue_step'], crease_deg=params['crease_deg'],
                          min_pixels=params['min_pixels'], split_pixels=params['split_pixels'],
                          roi_x=tuple(params['roi_x']),
                          roi_y=tuple(params['roi_y']))
