@@ -163,6 +163,25 @@ def _render_cached(boxes: tuple[Box, ...], intr: Intrinsics, rotation: bytes,
     return color, depth
 
 
+def render_height_field(height_of, intrinsics: Intrinsics, extrinsics: Extrinsics,
+                        floor: float = 0.005) -> tuple[np.ndarray, np.ndarray]:
+    """(depth in m, world points (H, W, 3)) of a surface z = max(height_of(x, y), floor).
+
+    Ray casting by fixed-point iteration (the depth where each ray meets the surface), for
+    smooth fields such as slabs leaning into a valley; ``height_of`` takes world x, y arrays.
+    """
+    u = (np.arange(intrinsics.width) - intrinsics.cx) / intrinsics.fx
+    v = (np.arange(intrinsics.height) - intrinsics.cy) / intrinsics.fy
+    uu, vv = np.meshgrid(u, v)
+    rays = np.stack([uu, vv, np.ones_like(uu)], -1) @ extrinsics.rotation.T
+    o = extrinsics.translation
+    depth = np.full(uu.shape, (floor - o[2]) / rays[..., 2].mean())
+    for _ in range(60):
+        p = o + depth[..., None] * rays
+        depth = (np.maximum(height_of(p[..., 0], p[..., 1]), floor) - o[2]) / rays[..., 2]
+    return depth, o + depth[..., None] * rays
+
+
 def encode_depth(depth_m: np.ndarray, encoding: str) -> np.ndarray:
     """``16UC1`` uint16 millimetres (0 = none) or ``32FC1`` float32 metres (NaN = none)."""
     if encoding == '16UC1':

@@ -15,6 +15,7 @@ from edge_loop.kernels.object_locator import (
     locate_objects,
     sizing_intrinsics,
 )
+from edge_loop.verify.sweeps import render_height_field
 
 INTR = D435_VGA.scaled(320, 240)
 DOWN = Extrinsics.from_params([0.0, 0.0, 0.75], [1.0, 0.0, 0.0, 0.0])
@@ -22,18 +23,9 @@ DOWN = Extrinsics.from_params([0.0, 0.0, 0.75], [1.0, 0.0, 0.0, 0.0])
 
 def _surface_frame(height_of, ext: Extrinsics = DOWN, intr=INTR):
     """(colour, depth) of one grey height field z = height_of(x, y) over a lighter floor."""
-    u = (np.arange(intr.width) - intr.cx) / intr.fx
-    v = (np.arange(intr.height) - intr.cy) / intr.fy
-    uu, vv = np.meshgrid(u, v)
-    rays = np.stack([uu, vv, np.ones_like(uu)], -1) @ ext.rotation.T
-    o = ext.translation
-    depth = np.full(uu.shape, (0.005 - o[2]) / rays[..., 2].mean())
-    for _ in range(60):     # fixed point of depth = where the ray meets the surface
-        p = o + depth[..., None] * rays
-        depth = (np.maximum(height_of(p[..., 0], p[..., 1]), 0.005) - o[2]) / rays[..., 2]
-    p = o + depth[..., None] * rays
+    depth, p = render_height_field(height_of, intr, ext)
     raised = height_of(p[..., 0], p[..., 1]) > 0.005
-    colour = np.full(uu.shape + (3,), 200, np.uint8)
+    colour = np.full(depth.shape + (3,), 200, np.uint8)
     # Two reds whose per-pixel step (under colour_step) the colour cut misses, but whose mean
     # chromaticities differ by 0.05 (over merge_color): apart once something cuts them.
     colour[raised & (p[..., 0] < 0)] = (150, 120, 120)

@@ -37,6 +37,7 @@ from edge_loop.verify.sweeps import (
     motion_blurred,
     read_only,
     render_boxes,
+    render_height_field,
     scene,
     tilted_extrinsics,
 )
@@ -714,18 +715,9 @@ def _height_field_frame(height_of, ext: Extrinsics, intr: Intrinsics):
     blur spreads under color_step (the colour cut misses their border), over
     merge_smooth_color (one surface in two colours would join, two objects do not).
     """
-    u = (np.arange(intr.width) - intr.cx) / intr.fx
-    v = (np.arange(intr.height) - intr.cy) / intr.fy
-    uu, vv = np.meshgrid(u, v)
-    rays = np.stack([uu, vv, np.ones_like(uu)], -1) @ ext.rotation.T
-    o = ext.translation
-    depth = np.full(uu.shape, (0.005 - o[2]) / rays[..., 2].mean())
-    for _ in range(60):     # fixed point: the depth where the ray meets the surface
-        p = o + depth[..., None] * rays
-        depth = (np.maximum(height_of(p[..., 0], p[..., 1]), 0.005) - o[2]) / rays[..., 2]
-    p = o + depth[..., None] * rays
+    depth, p = render_height_field(height_of, intr, ext)
     raised = height_of(p[..., 0], p[..., 1]) > 0.005
-    colour = np.full(uu.shape + (3,), (120, 160, 120), np.uint8)
+    colour = np.full(depth.shape + (3,), (120, 160, 120), np.uint8)
     colour[raised & (p[..., 0] < 0)] = (150, 150, 150)
     colour[raised & (p[..., 0] >= 0)] = (190, 150, 110)
     return colour, np.round(depth * 1000).astype(np.uint16)
