@@ -107,8 +107,15 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
     outputs = {'object_locator': topics.OBJECTS, 'grasp_planner': topics.GRASP,
                'occupancy_mapper': topics.OCCUPANCY, 'pick_controller': topics.ARM_CMD}
     answers = [topic for stage, topic in outputs.items() if stage in stages]
+    # Playback waits for a reader of each replayed DDS topic the graph consumes. Frames go
+    # over shared memory (the stages read from activation on, which the player awaits); the
+    # camera_info topic is read by the deadline monitor only, which lock-step runs leave out
+    # (waiting for a reader there would cost the full 60 s wait_timeout_s every run).
+    wait = [topics.CAMERA_INFO] if realtime else [
+        topic for topic, stage in ((topics.JOINT_STATES, 'grasp_state'),
+                                   (topics.TCP_POSE, 'pick_controller')) if stage in stages]
     bag_params = {'mode': 'timed' if realtime else 'lockstep', 'restamp': realtime,
-                  'loop': until_commands > 0, 'wait_topics': [topics.CAMERA_INFO],
+                  'loop': until_commands > 0, 'wait_topics': wait,
                   'lockstep_topics': answers, 'lockstep_timeout_s': 20.0, 'start_delay_s': 1.0}
     # The copy audit is on: every frame-reading stage reports copies per frame.
     extra = {stage: {'copy_audit': True} for stage in FRAME_STAGES if stage in stages}
