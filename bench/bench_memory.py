@@ -840,6 +840,10 @@ def soak(args: argparse.Namespace) -> None:
     if args.soak_gate:
         # prompts and tokens in layer chunks, each only between the loop's frames
         chunks, guard_ms = args.soak_gate.split(':')
+        # the one-graph runner is not used: its graph pool goes back before the chunks'
+        # capture, or it would stay reserved and count as fragmentation
+        runner = None
+        release()
         runner = DecodeRunner(dec, stream=lo, chunks=int(chunks))
         runner.start(1, 0)
         runner.capture()

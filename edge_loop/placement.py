@@ -20,6 +20,7 @@ still parse its parameters.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 DEVICE_CHOICES = ('cpu', 'cuda', 'cuda:N', 'auto')
@@ -178,19 +179,19 @@ def ort_op_name(model: str, provider: str) -> str:
     return f'{model}.ort.{short}.float32'
 
 
-def device_error(spec: str) -> str | None:
-    """None for a valid ``device`` spelling, else why not (a node's ``Param.check``)."""
+def _why_not(parse: Callable[[str], object], spec: str) -> str | None:
     try:
-        parse_device(spec)
+        parse(spec)
     except PlacementError as exc:
         return str(exc)
     return None
+
+
+def device_error(spec: str) -> str | None:
+    """None for a valid ``device`` spelling, else why not (a node's ``Param.check``)."""
+    return _why_not(parse_device, spec)
 
 
 def providers_error(spec: str) -> str | None:
     """None for a valid ``providers`` list ('' = follow ``device``), else why not."""
-    try:
-        parse_providers(spec)
-    except PlacementError as exc:
-        return str(exc)
-    return None
+    return _why_not(parse_providers, spec)
