@@ -15,6 +15,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 from ray.cluster_utils import Cluster
@@ -28,6 +29,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_listening(port: int, timeout_s: float) -> None:
+    """Wait until the Ray Client server accepts connections.
+
+    It starts after the head node: a command connecting earlier fails. (A suspected cause of
+    one failure on a loaded machine, whose stderr the test did not keep; it does now.)
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection(('127.0.0.1', port), timeout=1.0):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f'Ray Client server not listening on {port} after '
+                                   f'{timeout_s} s') from None
+            time.sleep(0.2)
+
+
 @pytest.fixture(scope='module')
 def client_address():
     port = _free_port()
@@ -36,6 +55,7 @@ def client_address():
     for _ in range(2):
         c.add_node(num_cpus=1)
     c.wait_for_nodes()
+    _wait_listening(port, 120.0)
     yield f'ray://127.0.0.1:{port}'
     c.shutdown()
 
@@ -49,6 +69,7 @@ def test_ray_client_report_equals_serial(client_address, bag_set, tmp_path, ship
     cmd = [sys.executable, '-m', 'edge_loop.cli', 'regress', str(bag_set), '--address',
            client_address, '--out', str(out), '--no-cache', '--quiet', *(['--ship'] * ship)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert (out / 'report.json').is_file(), f'rc {done.returncode}: {done.stderr[-2000:]}'
     report = json.loads((out / 'report.json').read_text())
     assert report['run']['address'] == client_address, done.stderr[-2000:]
     assert report['run']['workers'] == 2        # the cluster's CPUs, not this machine's
