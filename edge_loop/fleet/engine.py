@@ -203,8 +203,37 @@ def ray_init(address: str, num_cpus: int | None, temp_dir: Path | None) -> bool:
                  _temp_dir=temp or tempfile.mkdtemp(prefix='el_ray_'),
                  configure_logging=False, log_to_driver=False)
     else:
-        ray.init(address=address, log_to_driver=False)
+        _client_or_cluster_init(address)
     return True
+
+
+# A Ray Client proxy starts one server process per client session; on a loaded head node
+# that start fails now and then (``ConnectionAbortedError: Initialization failure from
+# server``, seen once in a CI run while the next session on the same head came up). A fresh
+# session gets a fresh server, so a few tries turn a transient start-up failure into a delay.
+CLIENT_SESSION_ATTEMPTS = 3
+CLIENT_RETRY_DELAY_S = 2.0
+
+
+def _client_or_cluster_init(address: str) -> None:
+    """``ray.init(address)``; a Ray Client session whose server failed to start is retried."""
+    import ray
+
+    for attempt in range(1, CLIENT_SESSION_ATTEMPTS + 1):
+        try:
+            ray.init(address=address, log_to_driver=False)
+            return
+        except ConnectionAbortedError as err:
+            first_line = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
+            if attempt == CLIENT_SESSION_ATTEMPTS:
+                msg = (f'Ray Client at {address!r}: no session after {attempt} attempts '
+                       f"({first_line}); see ray_client_server_*.err in the head node's "
+                       'session logs')
+                raise ConnectionAbortedError(msg) from err
+            print(f"Ray Client at {address!r}: the session's server failed to start "
+                  f'({first_line}); trying again ({attempt + 1}/{CLIENT_SESSION_ATTEMPTS})',
+                  file=sys.stderr)
+            time.sleep(CLIENT_RETRY_DELAY_S * attempt)
 
 
 def client_connected() -> bool:

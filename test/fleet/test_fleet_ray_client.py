@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from ray.cluster_utils import Cluster
@@ -56,8 +57,21 @@ def client_address():
         c.add_node(num_cpus=1)
     c.wait_for_nodes()
     _wait_listening(port, 120.0)
+    _client_logs.append(Path(c.head_node.get_logs_dir_path()))
     yield f'ray://127.0.0.1:{port}'
     c.shutdown()
+
+
+_client_logs: list[Path] = []
+
+
+def _server_logs() -> str:
+    """The tails of the head node's Ray Client server logs, for a failure message."""
+    parts = []
+    for logs in _client_logs:
+        for f in sorted(logs.glob('ray_client_server*.err')):
+            parts.append(f'--- {f.name}\n{f.read_text(errors="replace")[-1500:]}')
+    return '\n'.join(parts)
 
 
 @pytest.mark.parametrize('ship', [False, True], ids=['shared-files', 'shipped'])
@@ -69,7 +83,8 @@ def test_ray_client_report_equals_serial(client_address, bag_set, tmp_path, ship
     cmd = [sys.executable, '-m', 'edge_loop.cli', 'regress', str(bag_set), '--address',
            client_address, '--out', str(out), '--no-cache', '--quiet', *(['--ship'] * ship)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    assert (out / 'report.json').is_file(), f'rc {done.returncode}: {done.stderr[-2000:]}'
+    assert (out / 'report.json').is_file(), (
+        f'rc {done.returncode}: {done.stderr[-2000:]}\n{_server_logs()}')
     report = json.loads((out / 'report.json').read_text())
     assert report['run']['address'] == client_address, done.stderr[-2000:]
     assert report['run']['workers'] == 2        # the cluster's CPUs, not this machine's
