@@ -14,6 +14,7 @@ from edge_loop.kernels.camera import Extrinsics, Intrinsics
 from edge_loop.kernels.object_locator.blind_spots import near_blind_spot
 from edge_loop.kernels.object_locator.colour import color_cut, crease_cut, depth_cut, hue_cut
 from edge_loop.kernels.object_locator.merging import _merge_grown
+from edge_loop.kernels.object_locator.necks import cut_labels_at_necks
 from edge_loop.kernels.object_locator.objects import (
     DetectedObject,
     _score,
@@ -147,6 +148,8 @@ def locate_objects(color_rgb: np.ndarray | None, depth_m: np.ndarray, intrinsics
             g = grown.reshape(-1)[crop_idx].astype(np.int64)
             obj = np.where(g > 0, n_parts + g, obj)
     min_pixels = p.min_pixels_for(sized)
+    # Touching objects that no cut separated: their region's outline narrows between them.
+    obj = cut_labels_at_necks(obj, rows, cols, color_rgb, p, sized, min_pixels)
     counts = np.bincount(obj)
     big = counts[obj] >= min_pixels
     partial = p.partial_min_pixels_for(intrinsics)

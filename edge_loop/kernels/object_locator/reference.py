@@ -20,6 +20,7 @@ from edge_loop.kernels.object_locator.colour import (
     linear_light,
 )
 from edge_loop.kernels.object_locator.merging import gap_candidates, merge_regions
+from edge_loop.kernels.object_locator.necks import cut_components_at_necks
 from edge_loop.kernels.object_locator.objects import (
     DetectedObject,
     _score,
@@ -233,6 +234,8 @@ def locate_objects_reference(color_rgb: np.ndarray | None, depth_m: np.ndarray,
         for rank, pixels in cells.items():
             groups[root[rank]] += pixels
         components += list(groups.values())
+    # Touching objects that no cut separated: their region's outline narrows between them.
+    components = cut_components_at_necks(components, color_rgb, p, sized, min_pixels)
     # A component at a blind spot of the depth camera is cut off by it, not small.
     partial = p.partial_min_pixels_for(intrinsics)
     blind = None
