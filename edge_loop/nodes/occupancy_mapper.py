@@ -10,6 +10,14 @@ size mismatch, missing camera_info, no valid pixel) gives a throttled warning an
 ``/diagnostics`` entry and no output; the fused grid is kept. The kernel is
 :func:`edge_loop.kernels.occupancy.integrate`, gated by the verification record
 (``require_verified``).
+
+A second fixed depth camera (``second_depth_topic``, ``second_camera_info_topic`` and its pose
+``second_camera_position`` / ``second_camera_orientation``) fills the first one's shadows:
+each main frame is fused together with the second camera's newest image taken within
+``second_max_age_s`` of it (:func:`edge_loop.kernels.occupancy.integrate_views`, one update);
+without a fresh one the frame is mapped from the main camera alone. Its counters
+(``second_fused``, ``second_not_fused``, ``second_bad``) are in the ``/diagnostics`` summary
+(:mod:`edge_loop.nodes.second_view`).
 """
 
 from __future__ import annotations
@@ -21,14 +29,21 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import Pose
 from nav_msgs.msg import MapMetaData, OccupancyGrid
+from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 
 from edge_loop import topics
-from edge_loop.kernels.camera import nominal_intrinsics
+from edge_loop.kernels.camera import Extrinsics, nominal_intrinsics
 from edge_loop.kernels.occupancy import GridSpec, OccupancyMapper, OccupancyParams
+from edge_loop.nodes.second_view import SecondView
 from edge_loop.nodes.stage_base import ConfigError, Param, StageNode, run_node
 from edge_loop.nodes.stage_health import StageHealth, check_deployable_or_fail
-from edge_loop.nodes.vision_common import BadFrameError, depth_inputs, extrinsics_from
+from edge_loop.nodes.vision_common import (
+    BadFrameError,
+    depth_inputs,
+    extrinsics_from,
+    stamp_ns,
+)
 from edge_loop.placement import PlacementError, device_error, resolve_device
 
 _DEF = OccupancyParams()
@@ -89,6 +104,18 @@ class OccupancyMapperNode(StageNode):
               '(one slow frame). Ignored on the CPU', length=2, min=1, max=8192),
         Param('pixel_stride', _DEF.pixel_stride, 'Use every n-th pixel in u and v', min=1,
               max=16),
+        Param('second_depth_topic', '', 'Aligned depth image (16UC1 mm or 32FC1 m) of a second '
+              'fixed camera fused into the same grid (fills the main camera shadows); empty: '
+              'none', tier='internal'),
+        Param('second_camera_info_topic', '', 'camera_info of that depth image (required with '
+              'second_depth_topic)', tier='internal'),
+        Param('second_camera_position', [0.0, 0.0, 0.75], 'Position of the second camera '
+              'optical frame in the world frame (m)', length=3, tier='internal'),
+        Param('second_camera_orientation', [1.0, 0.0, 0.0, 0.0], 'Orientation (qx, qy, qz, '
+              'qw) of the second camera optical frame in the world frame', length=4,
+              tier='internal'),
+        Param('second_max_age_s', 0.1, 'A second image is fused with a main frame only if '
+              'their stamps are at most this far apart (s)', min=0.0, max=10.0),
         Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
               max=60.0),
     )
@@ -98,6 +125,8 @@ class OccupancyMapperNode(StageNode):
         self._health: StageHealth | None = None
         self._pub: Any = None
         self._mapper: OccupancyMapper | None = None
+        self._second: SecondView | None = None
+        self._second_subs: list[Any] = []
 
     def configure_stage(self) -> None:
         """Gate, grid, fusion parameters, publisher."""
@@ -141,6 +170,42 @@ class OccupancyMapperNode(StageNode):
         self._pub = self.create_lifecycle_publisher(OccupancyGrid, topics.OCCUPANCY, 10)
         self._health = StageHealth(self, 'occupancy_mapper')
         self._health.ledger = getattr(self._mapper, 'ledger', None)
+        self._configure_second_camera()
+
+    def _configure_second_camera(self) -> None:
+        """Subscribe to the second camera when one is configured (ConfigError if half set)."""
+        prm = self.params
+        depth_topic, info_topic = prm['second_depth_topic'], prm['second_camera_info_topic']
+        if not depth_topic:
+            if info_topic:
+                raise ConfigError('second_camera_info_topic is set but second_depth_topic is '
+                                  'empty: set both to fuse a second camera, or neither')
+            return
+        if not info_topic:
+            raise ConfigError(f'second_depth_topic {depth_topic!r} needs '
+                              'second_camera_info_topic (its intrinsics)')
+        try:
+            ext = Extrinsics.from_params(prm['second_camera_position'],
+                                         prm['second_camera_orientation'])
+        except ValueError as exc:
+            raise ConfigError(f'second camera pose: {exc}') from exc
+        second = SecondView(ext, prm['second_max_age_s'])
+        self._second = second
+        self._second_subs = [
+            self.create_subscription(CameraInfo, info_topic, second.on_camera_info, 10),
+            self.create_subscription(Image, depth_topic, self._on_second_depth, 2)]
+        self._health.extra = second.values
+        self.get_logger().info(f'second camera {depth_topic} fused within '
+                               f'{prm["second_max_age_s"]} s of each frame')
+
+    def _on_second_depth(self, msg: Image) -> None:
+        second, health = self._second, self._health
+        if second is None or health is None:
+            return
+        try:
+            second.on_depth(msg, stamp_ns(msg.header.stamp))
+        except BadFrameError as exc:
+            health.warn_throttled(str(exc))
 
     def activate_stage(self) -> None:
         """Start reading frames."""
@@ -159,6 +224,9 @@ class OccupancyMapperNode(StageNode):
         if self._health is not None:
             self.destroy_publisher(self._health.pub)
             self._health = None
+        for sub in self._second_subs:
+            self.destroy_subscription(sub)
+        self._second_subs, self._second = [], None
         self._mapper = None
 
     def _on_frame(self, frame: Any) -> None:
@@ -169,7 +237,11 @@ class OccupancyMapperNode(StageNode):
         try:
             depth, intr = depth_inputs(frame)
             health.audit(frame, depth)
-            grid = mapper.update(depth, intr, self._ext)
+            second = self._second.views_for(stamp_ns(frame.stamp)) if self._second else []
+            if second:
+                grid = mapper.update_views([(depth, intr, self._ext)] + second)
+            else:
+                grid = mapper.update(depth, intr, self._ext)
         except (BadFrameError, ValueError) as exc:
             health.bad_frame(str(exc), frame.stamp)
             return

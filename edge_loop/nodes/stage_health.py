@@ -41,6 +41,7 @@ class StageHealth:
         self.blind_share = 0.0   # largest depth blind spot share since the last summary
         self._blind_warn = 0.0   # ... and the share from which it is a warning (0: never)
         self._blind_since: float | None = None
+        self.extra: Any = None   # a callable giving more values for the summary (stage's own)
         self._lock = threading.Lock()
 
     def _publish(self, level: bytes, message: str, stamp: Any, values: dict[str, Any]) -> None:
@@ -52,15 +53,29 @@ class StageHealth:
             stamp=self.node.get_clock().now().to_msg())
         self.pub.publish(DiagnosticArray(header=header, status=[status]))
 
+    def _warn_due(self, reason: str) -> bool:
+        """Whether a warning of this kind (its text before ':') is due (caller holds the lock)."""
+        now = time.monotonic()
+        key = reason.split(':')[0]
+        if now - self._last_warn.get(key, -1e9) < WARN_PERIOD_S:
+            return False
+        self._last_warn[key] = now
+        return True
+
+    def warn_throttled(self, reason: str) -> None:
+        """Log ``reason`` as a warning, at most once a period per kind (no diagnostic)."""
+        with self._lock:
+            due = self._warn_due(reason)
+        if due:
+            self.node.get_logger().warning(reason)
+
     def bad_frame(self, reason: str, stamp: Any) -> None:
         """Warn (throttled per reason) and publish a WARN diagnostic for a dropped frame."""
         with self._lock:
             self.bad += 1
-            now = time.monotonic()
-            key = reason.split(':')[0]
-            if now - self._last_warn.get(key, -1e9) < WARN_PERIOD_S:
-                return
-            self._last_warn[key] = now
+            due = self._warn_due(reason)
+        if not due:
+            return
         self.node.get_logger().warning(f'frame dropped: {reason}')
         values: dict[str, Any] = {'bad_frames': self.bad, 'frames': self.frames}
         if self.audited:
@@ -139,6 +154,8 @@ class StageHealth:
             values['audited_frames'] = self.audited
             values['copies_per_frame'] = f'{self.copies / self.audited:g}'
         values.update(self.transfers_per_frame())
+        if self.extra is not None:
+            values.update(self.extra())
         if new_drops > 0 or (waiting and not new_frames):
             self.bad_frame(f'{max(new_drops, waiting)} incomplete frame(s): colour, depth and '
                            'camera_info not paired by stamp (missing camera_info?)', None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,18 +15,20 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from fake_camera import FakeCamera
 from geometry_msgs.msg import Point32, Polygon, PolygonStamped, PoseStamped, TwistStamped
 from nav_msgs.msg import OccupancyGrid
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
 from edge_loop import topics
+from edge_loop.images import fill_image
 from edge_loop.kernels import grasp_state as gs
-from edge_loop.kernels.camera import yaw_to_quat
+from edge_loop.kernels import occupancy as occ
+from edge_loop.kernels.camera import D435_VGA, matrix_to_quat, yaw_to_quat
 from edge_loop.kernels.grasp_types import PlanarGrasp, grasp_rectangle
 from edge_loop.kernels.occupancy import GridSpec
 from edge_loop.kernels.policy import PolicyParams
-from edge_loop.verify import ops_grasp_state
+from edge_loop.verify import ops_grasp_state, ops_occupancy
 from edge_loop.verify.sweeps import Box, scene
 
 pytestmark = pytest.mark.ros
@@ -111,6 +114,91 @@ def test_occupancy_mapper_answers_every_frame_with_its_stamp(harness, node_procs
     harness.wait_until(lambda: any(_ns(m.header.stamp) == good for m in list(grids)), 20.0,
                        'a grid for the good frame after the bad ones')
     assert not {_ns(m.header.stamp) for m in list(grids)[n:]} & set(bad)
+
+
+def _depth_msg(depth, stamp_ns, encoding='16UC1'):
+    msg = Image()
+    fill_image(msg, np.ascontiguousarray(depth), encoding)
+    msg.header.stamp = _stamp(stamp_ns)
+    msg.header.frame_id = 'second_camera_optical_frame'
+    return msg
+
+
+def test_occupancy_mapper_fuses_a_second_camera_into_the_first_ones_shadow(harness, node_procs):
+    # One tall box seen from the front by the main camera and from the back by a second one:
+    # the floor behind it (from the front) is seen only by the second camera.
+    box = [ops_occupancy.Box(-0.0275, -0.0275, 0.0275, 0.0275, 0.10)]
+    front = ops_occupancy.tilted_extrinsics(30.0, (0.0, -0.33, 0.57))
+    back = ops_occupancy.tilted_extrinsics(-30.0, (0.0, 0.33, 0.57))
+    spec = GridSpec()
+    xs, ys = spec.cell_centers()
+    top = np.where((abs(xs) < 0.0275) & (abs(ys) < 0.0275), 0.10, 0.0)
+    seen_front = occ.visible_cells(top, D435_VGA, front)
+    shadow = (occ.visible_cells(np.zeros_like(top), D435_VGA, front) & ~seen_front
+              & occ.visible_cells(top, D435_VGA, back) & (top == 0))
+    assert shadow.sum() > 150
+    main_depth = ops_occupancy.to_mm(ops_occupancy.render_depth(box, D435_VGA, front))
+    second_depth = ops_occupancy.to_mm(ops_occupancy.render_depth(box, D435_VGA, back))
+    alone = occ.OccupancyMapper()
+    for _ in range(6):
+        grid_alone = alone.update(main_depth, D435_VGA, front)
+    assert (grid_alone[shadow] == occ.OCC_FREE).mean() < 0.15   # what one camera leaves
+
+    node_procs('occupancy_mapper', params={
+        'transport': 'ros', 'require_verified': False, 'diagnostics_period_s': 0.2,
+        'camera_position': [float(v) for v in front.translation],
+        'camera_orientation': [float(v) for v in matrix_to_quat(front.rotation)],
+        'second_depth_topic': '/second/depth', 'second_camera_info_topic': '/second/info',
+        'second_camera_position': [float(v) for v in back.translation],
+        'second_camera_orientation': [float(v) for v in matrix_to_quat(back.rotation)],
+        'second_max_age_s': 0.05})
+    grids = harness.collect(OccupancyGrid, topics.OCCUPANCY)
+    diags = harness.collect(DiagnosticArray, topics.DIAGNOSTICS)
+    cam = FakeCamera(harness)
+    second = harness.node.create_publisher(Image, '/second/depth', 10)
+    second_info = harness.node.create_publisher(CameraInfo, '/second/info', 10)
+    _bring_up(harness, 'occupancy_mapper')
+    harness.wait_for_subscribers(topics.DEPTH)
+    harness.wait_for_subscribers('/second/depth')
+    harness.wait_for_subscribers('/second/info')
+    second_info.publish(CameraInfo(width=640, height=480,
+                                   k=[float(v) for v in D435_VGA.k().reshape(-1)]))
+    frame = SimpleNamespace(color=np.zeros((480, 640, 3), np.uint8), depth=main_depth,
+                            depth_encoding='16UC1', intrinsics=D435_VGA)
+
+    def fused():
+        return int(_summary_value(diags, 'occupancy_mapper', 'second_fused') or 0)
+
+    def sent_grid(stamp):
+        return lambda: any(_ns(g.header.stamp) == stamp for g in list(grids))
+
+    # Each main frame is answered; the second view sent after it (same stamp) is fused with
+    # the next main frame (10 ms later, within second_max_age_s).
+    for _ in range(40):
+        stamp = cam.send(frame)
+        second.publish(_depth_msg(second_depth, stamp))
+        harness.wait_until(sent_grid(stamp), 20.0, 'the grid of each frame')
+        if fused() >= 8:
+            break
+    harness.wait_until(lambda: fused() >= 8, 10.0, 'eight fused frames')
+    grid = np.array(list(grids)[-1].data, dtype=np.int8).reshape(spec.shape)
+    assert (grid[shadow] == occ.OCC_FREE).mean() > 0.9        # the second camera saw it
+    assert grid[spec.cell_of(0.0, 0.0)] == occ.OCC_OCCUPIED
+
+    # A second image that cannot be read is counted and dropped; the main grid goes on.
+    second.publish(_depth_msg(np.zeros((480, 640, 3), np.uint8), stamp + 5_000_000, 'rgb8'))
+    harness.wait_until(
+        lambda: int(_summary_value(diags, 'occupancy_mapper', 'second_bad') or 0) >= 1, 20.0,
+        'the unreadable second image counted')
+    # No second image for over second_max_age_s of stamps: frames are mapped from the main
+    # camera alone (not fused with an old view), and still answered.
+    not_fused = int(_summary_value(diags, 'occupancy_mapper', 'second_not_fused') or 0)
+    for _ in range(8):
+        stamp = cam.send(frame)
+        harness.wait_until(sent_grid(stamp), 20.0, 'a grid without the second camera')
+    harness.wait_until(
+        lambda: int(_summary_value(diags, 'occupancy_mapper', 'second_not_fused') or 0)
+        >= not_fused + 3, 10.0, 'frames too far from the last second image')
 
 
 # --- grasp_state ----------------------------------------------------------------------------
