@@ -68,6 +68,8 @@ Method (height-above-table segmentation):
    regions whose restored colours agree (chromaticity within ``merge_blur_color``, or linear
    light within ``merge_blur_linear`` for dark objects) join: pieces of one object that the
    blur mixed with the floor unevenly.
+   A region that is still two touching objects (one colour piece, no step, no crease) is cut
+   at a neck of its outline when its two sides differ in mean colour (:mod:`.necks`).
    Objects under ``min_pixels`` (sizes scale with the focal length) are dropped, except
    that an object next to a blind spot of the depth camera (a hole of at least
    ``blind_hole_px``: glare) is kept from ``partial_min_pixels`` on (only part of it can be
