@@ -57,6 +57,7 @@ from edge_loop.memory.budget import GIB, load_budget  # noqa: E402
 from edge_loop.memory.loop_step import RepresentativeStep  # noqa: E402
 from edge_loop.reasoning import quant  # noqa: E402
 from edge_loop.reasoning.decoder import (  # noqa: E402
+    PREFILL_BLOCK_TOKENS,
     PRESETS,
     DecodeRunner,
     kv_cache_nbytes,
@@ -858,7 +859,7 @@ def soak(args: argparse.Namespace) -> None:
             n_prompt = int(rng.integers(16, min(512, args.context // 2)))
             tokens = torch.from_numpy(rng.integers(0, dec.cfg.vocab_size, n_prompt)).to(device)
             if gate is not None:
-                runner.prefill_between_frames(tokens, gate, done)
+                runner.prefill_between_frames(tokens, gate, done, args.prefill_block)
                 for _ in range(args.tokens_per_request):
                     if stop.is_set():
                         break
@@ -929,7 +930,8 @@ def phase_soak(args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
                '--pool-gib', str(args.soak_pool_gib), '--window-s', str(args.soak_s),
                '--result', str(path), '--loop-hz', str(args.loop_hz),
                '--loop-step', args.loop_step, '--capture-priority', str(args.capture_priority),
-               '--soak-gate', args.soak_gate, *decoder_flags(args)]
+               '--soak-gate', args.soak_gate, '--prefill-block', str(args.prefill_block),
+               *decoder_flags(args)]
         res = subprocess.run(cmd, env=env, capture_output=True, text=True,
                              timeout=args.soak_s + 240)
         if res.returncode != 0:
@@ -995,6 +997,9 @@ def main() -> None:
                         help="chunks:guard_ms: the soak's decoder (prompts and tokens) in that "
                              "many layer chunks, each only between the loop's frames "
                              '(edge_loop.reasoning.gate); empty: free-running')
+    parser.add_argument('--prefill-block', type=int, default=PREFILL_BLOCK_TOKENS,
+                        help="gated soak: a prompt's prefill in blocks of this many tokens "
+                        '(0: the whole prompt in each layer chunk, as before)')
     parser.add_argument('--soak-variants', default='default,expandable',
                         help='allocator settings of the soak, one run each')
     parser.add_argument('--phases', default='formats,loop,interference,fits,soak',

@@ -254,6 +254,19 @@ def test_a_prompt_fed_in_gated_layer_chunks_decodes_as_one_forward(tiny_checkpoi
     assert got == want
     with pytest.raises(ValueError, match='does not fit'):
         runner.prefill_between_frames(torch.zeros(32, dtype=torch.long), gate)
+    # in token blocks of 2 (3 blocks x 2 layer chunks): the same next token and decode
+    dec.reset()
+    blocked = DecodeRunner(dec, chunks=2)
+    blocked.capture()
+    gate = FrameGate()
+    blocked.prefill_between_frames(prompt, gate, block_tokens=2)
+    assert (int(blocked.token), int(blocked.position)) == (first, 5)
+    assert gate.stats.runs == 6
+    got = []
+    for _ in range(4):
+        blocked.step_between_frames(gate)
+        got.append(int(blocked.token))
+    assert got == want
 
 
 def test_a_gated_choice_scores_as_the_one_piece_forward(tiny_checkpoint):
