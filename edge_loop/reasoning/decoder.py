@@ -310,17 +310,44 @@ def layer_bounds(n_layers: int, chunks: int) -> list[int]:
     return [round(i * n_layers / chunks) for i in range(chunks + 1)]
 
 
+# Gated forwards go in blocks of at most this many tokens (forward_between_frames): a prompt's
+# pieces stay bounded whatever its length.
+PREFILL_BLOCK_TOKENS = 64
+
+
 def forward_between_frames(decoder: Decoder, tokens: torch.Tensor, positions: torch.Tensor,
                            gate: Any, bounds: list[int], *, last_only: bool = False,
                            stream: Any = None, done: Any = None,
-                           kind: object = 'forward') -> torch.Tensor:
-    """``decoder.forward`` in layer chunks (``bounds``), each launched when ``gate`` lets it.
+                           kind: object = 'forward',
+                           block_tokens: int = PREFILL_BLOCK_TOKENS) -> torch.Tensor:
+    """``decoder.forward`` in token blocks x layer chunks, each piece when ``gate`` lets it.
 
-    The same arithmetic as the one-piece forward (same KV cache writes, same logits); eager,
-    as a prompt's length varies. ``gate.run(fn, (kind, k))`` times chunk ``k`` and launches
-    it only between the loop's frames; ``done`` (a reusable ``torch.cuda.Event``) makes each
-    chunk return once its device work is done, so the gate measures the device time.
+    The same result as the one-piece forward (same KV cache writes, same logits up to the
+    order of additions); eager, as a prompt's length varies. Tokens go in blocks of at most
+    ``block_tokens`` (<= 0: one block), each attending to the cache the earlier ones wrote,
+    as a decode step does, and each block in the layer chunks ``bounds``: in layer chunks
+    alone a piece grows with the prompt (a 500-token prompt's first chunk took 8-29 ms on an
+    H100; the gate cannot predict a length it has not seen, and each new activation size is a
+    new allocation), in blocks every piece is bounded and the allocator sees the same sizes
+    again. ``gate.run(fn, (kind, k))`` times chunk ``k`` and launches it only between the
+    loop's frames; ``done`` (a reusable ``torch.cuda.Event``) makes each chunk return once
+    its device work is done, so the gate measures the device time.
     """
+    n = int(tokens.shape[0])
+    block = n if block_tokens <= 0 else int(block_tokens)
+    outs = [_layer_chunks_between_frames(decoder, tokens[s:s + block],
+                                         positions[s:s + block], gate, bounds,
+                                         last_only=last_only, stream=stream, done=done,
+                                         kind=kind)
+            for s in range(0, n, block)]
+    return outs[-1] if last_only or len(outs) == 1 else torch.cat(outs)
+
+
+def _layer_chunks_between_frames(decoder: Decoder, tokens: torch.Tensor,
+                                 positions: torch.Tensor, gate: Any, bounds: list[int], *,
+                                 last_only: bool, stream: Any, done: Any,
+                                 kind: object) -> torch.Tensor:
+    """One block of :func:`forward_between_frames`: its layer chunks through the gate."""
     ctx = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
     state: dict[str, Any] = {}
 
@@ -340,11 +367,6 @@ def forward_between_frames(decoder: Decoder, tokens: torch.Tensor, positions: to
     for k in range(len(bounds) - 1):
         gate.run(functools.partial(chunk, k), (kind, k))
     return state['x']
-
-
-# Prefill pieces of at most this many tokens (DecodeRunner.prefill_between_frames): on Llama-2-7B
-# shapes a 64-token block of 2 layers is well under a millisecond on an H100.
-PREFILL_BLOCK_TOKENS = 64
 
 
 class DecodeRunner:
@@ -489,27 +511,19 @@ class DecodeRunner:
         """Feed a prompt (T,) in token blocks x layer chunks, each piece when ``gate`` lets it.
 
         A prompt of a few hundred tokens is a forward of tens of milliseconds in one piece,
-        longer than a control frame's period. In layer chunks alone a piece still grows with
-        the prompt (a 500-token prompt's first chunk took 8-29 ms on an H100: the gate cannot
-        predict a length it has not seen, and each new activation size is a new allocation).
-        Blocks of at most ``block_tokens`` (each attends to the cache the earlier ones wrote,
-        as a decode step does) bound every piece and give the allocator the same sizes again;
-        ``block_tokens`` <= 0: the whole prompt in one block. Afterwards the runner decodes
-        on from the prompt: ``token`` holds its greedy next token and ``position`` its
-        length, as ``start(argmax, len(prompt))`` after a one-piece
+        longer than a control frame's period; in blocks of ``block_tokens`` x layer chunks
+        (:func:`forward_between_frames`) each piece fits between frames. Afterwards the
+        runner decodes on from the prompt: ``token`` holds its greedy next token and
+        ``position`` its length, as ``start(argmax, len(prompt))`` after a one-piece
         ``decoder.forward(prompt)``. ``done`` as in :meth:`step_between_frames`.
         """
         dec = self.decoder
         n = int(prompt.shape[0])
         if not 0 < n < dec.context:
             raise ValueError(f'a prompt of {n} tokens does not fit the {dec.context}-slot cache')
-        block = n if block_tokens <= 0 else int(block_tokens)
-        positions = torch.arange(n, device=dec.device)
-        for start in range(0, n, block):
-            stop = min(n, start + block)
-            logits = forward_between_frames(dec, prompt[start:stop], positions[start:stop],
-                                            gate, self.bounds, last_only=True,
-                                            stream=self.stream, done=done, kind='prefill')
+        logits = forward_between_frames(dec, prompt, torch.arange(n, device=dec.device), gate,
+                                        self.bounds, last_only=True, stream=self.stream,
+                                        done=done, kind='prefill', block_tokens=block_tokens)
         ctx = (torch.cuda.stream(self.stream) if self.stream is not None
                else contextlib.nullcontext())
         with ctx:
