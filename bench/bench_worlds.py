@@ -14,9 +14,11 @@ the shake of :mod:`edge_loop.sim.grasp_trial`: 1 s, 2 Hz, +-3 cm, +-0.15 rad).
 
 Nothing else is set per cell: the planner's floor and obstacle heights follow its
 ``min_height`` (:meth:`GraspParams.for_workspace`), the locator's object sizes in pixels follow
-the camera's range (:func:`sizing_intrinsics`). ``--legacy`` runs the code as it was before
-(issue 34's hidden tuning): the planner's floor and hand at their shipped values and object
-sizes scaled with fx only, with the locator's ``min_height`` and ROI still set per cell.
+the camera's range (:func:`sizing_intrinsics`), and a dark colour frame is brightened before
+the locator as the node does (``edge_loop.kernels.exposure``, node defaults). ``--legacy``
+runs the code as it was before (issue 34's hidden tuning): the planner's floor and hand at
+their shipped values and object sizes scaled with fx only, no exposure step, with the
+locator's ``min_height`` and ROI still set per cell.
 
 Per split: grasp success after the shake, objects detected (of those the sensors see; overall,
 in dim light, in 4-6-object clutter), false detections (share of the locator's answers that
@@ -46,7 +48,9 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_loop.kernels import exposure
 from edge_loop.kernels.camera import Extrinsics
+from edge_loop.kernels.exposure import normalise_exposure
 from edge_loop.kernels.grasp_planner import GraspParams, plan_grasp
 from edge_loop.kernels.object_locator import LocatorParams, locate_objects, select_target
 from edge_loop.sim.grasp_trial import execute_grasp
@@ -133,7 +137,10 @@ def run_scene(seed: int, split: str, legacy: bool = False) -> dict:
         frame = world.render()
         truth = world.visible_centroids(frame, sensed=True)
         t0 = time.perf_counter()
-        objects = locate_objects(frame.color, frame.depth_mm, frame.intrinsics, ext, lp)
+        # As the object_locator node does: a dark frame brightened first (not in --legacy).
+        color = frame.color if legacy else normalise_exposure(
+            frame.color, exposure.DEFAULT_TARGET, exposure.DEFAULT_MAX_GAIN)[0]
+        objects = locate_objects(color, frame.depth_mm, frame.intrinsics, ext, lp)
         t1 = time.perf_counter()
         grasps = plan_grasp(frame.depth_mm, frame.intrinsics, ext, params=gp, objects=objects)
         t2 = time.perf_counter()

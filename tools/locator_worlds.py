@@ -4,14 +4,21 @@
 
 Renders each training world of :mod:`edge_loop.sim.worlds` once (cached as a pickle under
 ``--cache``), then runs the deployed locator with every variant of its parameters on the same
-frame, as ``bench/bench_worlds.py`` runs it (the user's parameters for that cell, truth = the
-sensor-visible centroids, its matching), the variants interleaved per frame in a rotating
-order, best of ``--reps`` timings each. Prints per variant: detected (overall, dim light,
-4-6 objects), false detections (of answers), merges (detections covering >= 30 % of two
-objects' pixels), centroid error p50 / p95 and the locator's p50 / p99.
+frame, as ``bench/bench_worlds.py`` runs it (the exposure step at ``--exposure-target``, the
+user's parameters for that cell, truth = the sensor-visible centroids, its matching), the
+variants interleaved per frame in a rotating order, best of ``--reps`` timings each. Prints
+per variant: detected (overall, dim light, 4-6 objects), false detections (of answers),
+merges (detections covering >= 30 % of two objects' pixels), centroid error p50 / p95 and
+the locator's p50 / p99.
 
     python tools/locator_worlds.py --seed0 500500 --scenes 300 \
         --variants base crease_deg=0 crease_deg=10 [--reps 3] [--json out.json]
+    python tools/locator_worlds.py --relight dim:0.5 ...   # stress: darker than any train world
+
+``--relight NAME:SCALE`` renders every world under the shipped condition NAME with its exposure
+scaled by SCALE (light direction still the world's): the training worlds' cameras, trays and
+clutter under light their own draw never reaches (e.g. ``dim:0.5``, half the shipped dim
+exposure), so a darker room can be studied without touching the held-out lighting models.
 
 docs/clutter.md ("Concave crease cut") was measured this way.
 """
@@ -28,10 +35,20 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_loop.kernels import exposure
 from edge_loop.kernels.camera import Extrinsics
+from edge_loop.kernels.exposure import normalise_exposure
 from edge_loop.kernels.object_locator import locate_objects
+from edge_loop.sim import lighting as lighting_mod
 from edge_loop.sim.scoring import match_detections
-from edge_loop.sim.worlds import DIM_MODELS, SEED_RANGES, build_world, sample_world
+from edge_loop.sim.worlds import (
+    DIM_MODELS,
+    SEED_RANGES,
+    WorldConfig,
+    WorldLighting,
+    build_world,
+    sample_world,
+)
 
 sys.path[:0] = [str(Path(__file__).resolve().parent),
                 str(Path(__file__).resolve().parents[1] / 'bench')]
@@ -39,12 +56,27 @@ from bench_worlds import user_parameters  # noqa: E402
 from clutter_eval import merged_count  # noqa: E402
 
 
-def frame(seed: int, cache: Path) -> dict:
+def relit(cfg: WorldConfig, relight: str) -> WorldConfig:
+    """``cfg`` under the shipped condition of ``relight`` ('NAME:SCALE'), exposure x SCALE."""
+    name, _, scale = relight.partition(':')
+    if name not in lighting_mod.CONDITION_NAMES:
+        raise ValueError(f'--relight {relight!r}: {name!r} is not one of the shipped conditions '
+                         f'{", ".join(lighting_mod.CONDITION_NAMES)}')
+    base = lighting_mod.get(name)
+    light = WorldLighting(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)})
+    light = dataclasses.replace(light, light_direction=cfg.lighting.light_direction,
+                                exposure=base.exposure * float(scale or 1.0))
+    return dataclasses.replace(cfg, lighting_model=name, lighting=light)
+
+
+def frame(seed: int, cache: Path, relight: str = '') -> dict:
     """The rendered frame, extrinsics, user parameters and truth of training world ``seed``."""
-    path = cache / f'{seed}.pkl'
+    path = cache / (f'{seed}.pkl' if not relight else f'{seed}_{relight.replace(":", "x")}.pkl')
     if path.exists():
         return pickle.loads(path.read_bytes())
     cfg = sample_world(seed, 'train')
+    if relight:
+        cfg = relit(cfg, relight)
     ext = Extrinsics.from_params(list(cfg.camera_position), list(cfg.camera_orientation))
     lp, _ = user_parameters(cfg)
     with build_world(cfg) as world:
@@ -78,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('--reps', type=int, default=1)
     ap.add_argument('--cache', type=Path, default=Path('/tmp/edge_loop_locator_worlds'))
     ap.add_argument('--json', type=Path, default=None)
+    ap.add_argument('--exposure-target', type=float, default=exposure.DEFAULT_TARGET,
+                    help='as the object_locator node parameter (0: no exposure step)')
+    ap.add_argument('--relight', default='',
+                    help='NAME:SCALE: every world under shipped condition NAME, exposure x SCALE')
     args = ap.parse_args(argv)
     lo, hi = SEED_RANGES['train']
     if not (lo <= args.seed0 and args.seed0 + args.scenes <= hi):
@@ -85,21 +121,23 @@ def main(argv: list[str] | None = None) -> int:
     variants = [(v, changes_of(v)) for v in args.variants]
     rows: dict[str, list[dict]] = {v: [] for v, _ in variants}
     for i, seed in enumerate(range(args.seed0, args.seed0 + args.scenes)):
-        d = frame(seed, args.cache)
+        d = frame(seed, args.cache, args.relight)
+        color = normalise_exposure(d['color'], args.exposure_target, exposure.DEFAULT_MAX_GAIN)[0]
         k = i % len(variants)
         for name, change in variants[k:] + variants[:k]:
             lp = dataclasses.replace(d['lp'], **change)
             ms = []
             for _ in range(max(1, args.reps)):
                 t0 = time.perf_counter()
-                objects = locate_objects(d['color'], d['depth_mm'], d['intr'], d['ext'], lp)
+                objects = locate_objects(color, d['depth_mm'], d['intr'], d['ext'], lp)
                 ms.append((time.perf_counter() - t0) * 1e3)
             errors, false, _ = match_detections(objects, d['truth'])
             rows[name].append({'seed': seed, 'factors': d['factors'], 'visible': len(d['truth']),
                                'detected': len(errors), 'answers': len(objects),
                                'false': false, 'errors': errors, 'ms': min(ms),
                                'merged': merged_count(objects, d['label'])})
-    print(f'training worlds {args.seed0}-{args.seed0 + args.scenes - 1}')
+    print(f'training worlds {args.seed0}-{args.seed0 + args.scenes - 1}'
+          + (f', relit {args.relight}' if args.relight else ''))
     print('| variant | detected | dim | 4-6 objects | false | merged | centroid p50 / p95 mm '
           '| ms p50 / p99 |')
     print('|---|---|---|---|---|---|---|---|')

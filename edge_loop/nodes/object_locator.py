@@ -36,6 +36,7 @@ from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from edge_loop import topics
+from edge_loop.kernels import exposure
 from edge_loop.kernels.camera import D435_VGA, nominal_intrinsics, warm_up_frame, yaw_to_quat
 from edge_loop.kernels.object_locator import (
     USE_MODEL_DEFAULT,
@@ -146,6 +147,13 @@ class ObjectLocatorNode(StageNode):
         Param('warmup_size', [640, 480], 'Camera size (width, height) whose GPU graph is '
               'captured at configure; a frame of another size captures its own on arrival '
               '(one slow frame). Ignored on the CPU', length=2, min=1, max=8192),
+        Param('exposure_target', exposure.DEFAULT_TARGET,
+              'A colour frame whose bright end (99th percentile of the brightest channel) is '
+              'below this 8-bit level is brightened to it before the locator, at most '
+              'exposure_max_gain: the colour rules keep their meaning in a dark room (0: off; '
+              'edge_loop/kernels/exposure.py)', min=0.0, max=255.0),
+        Param('exposure_max_gain', exposure.DEFAULT_MAX_GAIN,
+              'Largest gain of exposure_target (noise grows with it)', min=1.0, max=64.0),
         Param('diagnostics_period_s', 1.0, 'Period of the /diagnostics summary (s)', min=0.1,
               max=60.0),
         Param('blind_warn_share', 0.02,
@@ -157,6 +165,7 @@ class ObjectLocatorNode(StageNode):
         super().__init__('object_locator', **kwargs)
         self._model: Any = None
         self._masks: Any = None
+        self._gain = 1.0     # exposure gain of the last frame (diagnostics)
         self._labels: LabelWriter | None = None
         self._health: StageHealth | None = None
         self._pubs: dict[str, Any] = {}
@@ -198,6 +207,8 @@ class ObjectLocatorNode(StageNode):
         self._labels = LabelWriter(self)
         self._health = StageHealth(self, 'object_locator')
         self._health.ledger = self._masks.ledger if self._masks is not None else None
+        self._gain = 1.0
+        self._health.extra = lambda: {'exposure_gain': f'{self._gain:.2f}'}
         self._warm_up()
 
     def _load_model(self, device: str, providers: str) -> Any:
@@ -217,6 +228,8 @@ class ObjectLocatorNode(StageNode):
         return model
 
     def _locate(self, color: Any, depth: Any, intr: Any) -> list[DetectedObject]:
+        color, self._gain = exposure.normalise_exposure(color, self.params['exposure_target'],
+                                               self.params['exposure_max_gain'])
         masks = None if self._masks is None else self._masks(color, depth, intr, self._ext,
                                                               self._lp)
         if self._model is not None:
