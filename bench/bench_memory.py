@@ -639,8 +639,9 @@ def gate_summary(gate: FrameGate) -> dict[str, Any]:
     st = gate.stats
     return {'guard_ms': gate.guard_s * 1e3, 'runs': st.runs, 'waited_s': st.waited_s,
             'frames': st.frames, 'overlapped_frames': st.overlapped_frames,
-            'idle_runs': st.idle_runs,
-            'chunk_ms_max': {str(k): gate.expected_s(k) * 1e3 for k in st.run_s}}
+            'idle_runs': st.idle_runs, 'forced_runs': st.forced_runs,
+            'chunk_ms_max': {str(k): v * 1e3 for k, v in st.longest_s.items()},
+            'chunk_ms_expected': {str(k): gate.expected_s(k) * 1e3 for k in st.run_s}}
 
 
 def ratios(out: dict[str, Any]) -> dict[str, Any]:

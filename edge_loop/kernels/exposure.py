@@ -3,8 +3,9 @@
 """Exposure normalisation of a dark colour frame before the locator (issue 34).
 
 A camera in a dark room delivers a frame whose brightest pixels sit far below full scale
-(the shipped ``dim`` condition: 72-110 of 255 over 42 training worlds; half its exposure: 38-76). The locator's colour
-rules hold absolute levels that were set on frames that use the range: the chromaticity
+(the shipped ``dim`` condition: 72-110 of 255 over 42 training worlds; half its exposure:
+38-76). The locator's colour rules hold absolute levels that were set on frames that use the
+range: the chromaticity
 offset that keeps dark noise from making edges (``CHROMA_OFFSET``, 30 of R + G + B) and the
 minimum light a hue needs (``hue_min_level``). In a frame that dark, the offset flattens the
 colour differences between touching objects and the hue is unknown everywhere, so touching

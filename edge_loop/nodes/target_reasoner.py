@@ -303,6 +303,7 @@ class TargetReasonerNode(StageNode):
             values.update(gate_frames=st.frames, gate_runs=st.runs,
                           gate_waited_ms=round(st.waited_s * 1e3, 3),
                           gate_overlapped_frames=st.overlapped_frames,
+                          gate_forced_runs=st.forced_runs,
                           gate_frame_timeouts=self._frames.timeouts)
         status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
         pub = self._pub

@@ -143,3 +143,48 @@ def test_loop_frames_keep_a_real_gate_closed_while_a_frame_is_in_flight():
     assert not window_allows(clock(), gate._in_frame, gate._next_frame_t, 0.0, 0.0, 0.002)[0]
     frames.output('objects', 1)
     assert not gate._in_frame
+
+
+def test_a_starved_piece_starts_at_a_windows_start_and_only_there():
+    # A piece longer than any window (12 ms against an 8 ms gap) waits until max_wait_s,
+    # then starts just after a frame ended, never in the middle of a window.
+    late = dict(guard_s=3e-4, late_s=2e-3)
+    assert window_allows(0.0, False, 0.008, 0.012, **late) == (False, pytest.approx(0.010))
+    assert window_allows(0.0, False, 0.008, 0.012, **late, starved=True,
+                         since_frame_end_s=0.0005)[0]
+    assert not window_allows(0.004, False, 0.008, 0.012, **late, starved=True,
+                             since_frame_end_s=0.004)[0]
+    assert not window_allows(0.0, True, 0.008, 0.012, **late, starved=True,
+                             since_frame_end_s=0.0)[0]
+
+
+def test_one_slow_first_run_does_not_keep_a_piece_out_of_a_running_loop():
+    # A 100 Hz loop whose frames take 2 ms; the piece's first run took 30 ms (one-time costs),
+    # later ones 1 ms. It runs again after at most max_wait_s (at a window's start), and from
+    # its second run on its expected length is the warm one: it fits the windows again.
+    clock = _Clock()
+    gate = FrameGate(guard_s=3e-4, late_s=2e-3, clock=clock, max_wait_s=0.05)
+    lengths = iter([0.030] + [0.001] * 100)
+
+    def piece() -> None:
+        clock.t += next(lengths)
+
+    gate.run(piece, 'chunk')                       # no frame seen yet: runs at once, 30 ms
+    assert gate.expected_s('chunk') == pytest.approx(0.030)
+    ran, t = [], 0.1
+    for _ in range(40):                            # 40 frames of the loop
+        clock.t = t
+        gate.frame_begin()
+        clock.t = t + 0.002
+        gate.frame_end(t + 0.010)
+        # the background asks right after the frame (a real gate would block; the clock
+        # here only moves with the loop, so ask once per window and note what it did)
+        ok, _ = window_allows(clock.t, False, t + 0.010, gate.expected_s('chunk'), 3e-4,
+                              2e-3, clock.t - (t - 0.1) >= 0.05, 0.0, gate.window_start_s)
+        if ok:
+            gate.run(piece, 'chunk')
+            ran.append(round(t, 3))
+        t += 0.010
+    assert gate.expected_s('chunk') == pytest.approx(0.001)   # the cold run dropped
+    assert gate.stats.longest_s['chunk'] == pytest.approx(0.030)
+    assert len(ran) >= 30, ran                     # it ran in most windows after that
