@@ -2,16 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Exposure normalisation of a dark colour frame before the locator (issue 34).
 
-A camera in a dark room delivers a frame whose brightest pixels sit far below full scale
-(the shipped ``dim`` condition: 72-110 of 255 over 42 training worlds; half its exposure:
-38-76). The locator's colour rules hold absolute levels that were set on frames that use the
-range: the chromaticity
-offset that keeps dark noise from making edges (``CHROMA_OFFSET``, 30 of R + G + B) and the
-minimum light a hue needs (``hue_min_level``). In a frame that dark, the offset flattens the
-colour differences between touching objects and the hue is unknown everywhere, so touching
-objects of different colours stay one region. A digital gain that brings the frame's bright
-end up to ``target`` puts those levels back where they were chosen; a frame already at or
-above it is returned as it came (the same array, no copy).
+A camera in a dark room delivers a frame whose brightest pixels sit far below full scale (the
+shipped ``dim`` condition: 72-110 of 255 over 42 training worlds; half its exposure: 38-76).
+The locator's colour rules hold absolute levels that were set on frames that use the range:
+the chromaticity offset that keeps dark noise from making edges (``CHROMA_OFFSET``, 30 of R +
+G + B) and the minimum light a hue needs (``hue_min_level``). In a frame that dark, the offset
+flattens the colour differences between touching objects and the hue is unknown everywhere, so
+touching objects of different colours stay one region. A digital gain that brings the frame's
+bright end up to ``target`` puts those levels back where they were chosen; a frame already at
+or above it is returned as it came (the same array, no copy).
 
 The gain is the ratio of ``target`` to the 99th percentile of each pixel's brightest channel
 (on every fourth row and column: the percentile of a VGA frame from 19,200 pixels),

@@ -228,8 +228,8 @@ class ObjectLocatorNode(StageNode):
         return model
 
     def _locate(self, color: Any, depth: Any, intr: Any) -> list[DetectedObject]:
-        color, self._gain = exposure.normalise_exposure(color, self.params['exposure_target'],
-                                               self.params['exposure_max_gain'])
+        color, self._gain = exposure.normalise_exposure(
+            color, self.params['exposure_target'], self.params['exposure_max_gain'])
         masks = None if self._masks is None else self._masks(color, depth, intr, self._ext,
                                                               self._lp)
         if self._model is not None:

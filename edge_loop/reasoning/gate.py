@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 def window_allows(now: float, in_frame: bool, next_frame_t: float | None, work_s: float,
                   guard_s: float, late_s: float, starved: bool = False,
-                  since_frame_end_s: float | None = None, window_start_s: float = 1e-3
+                  since_frame_end_s: float | None = None, window_start_s: float = 2e-3
                   ) -> tuple[bool, float | None]:
     """(may start now, how long to wait before asking again; None: until a frame ends).
 
