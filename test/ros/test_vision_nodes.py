@@ -304,3 +304,30 @@ def test_pairing_waits_by_stamp_so_a_locator_frames_behind_still_pairs():
     assert by_time.missing == 0
     by_time.add('frame', 1200 * ms, 12)    # 1-6 are now more than 500 ms older: reported
     assert by_time.missing == 6 and by_time.pending() == 1
+
+
+def test_locator_node_brightens_a_dark_frame_before_locating(large_data, harness, node_procs):
+    # Purple against blue, touching, one height, in a dark room: the kernel alone sees one
+    # region (test/kernels/test_exposure.py); the node brightens the frame first and answers
+    # two objects, and its summary reports the gain it used.
+    pair = (Box(0.0, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(120, 60, 160)),
+            Box(0.05, 0.0, 0.0, 0.05, 0.04, 0.03, rgb=(50, 60, 170)))
+    node_procs('object_locator', params=UNVERIFIED)
+    objects = harness.collect(PoseArray, topics.OBJECTS)
+    diags = harness.collect(DiagnosticArray, topics.DIAGNOSTICS, 50)
+    cam = FakeCamera(harness)
+    _bring_up(harness, 'object_locator')
+    frame = scene(640, 480, boxes=pair, depth_encoding='32FC1')
+    dark = np.clip(frame.color.astype(np.float32) * 0.3 + 0.5, 0, 255).astype(np.uint8)
+    answer = cam.send_until(frame, objects, color=dark)
+    found = sorted(p.position.x for p in answer.poses)
+    assert len(found) == 2, found
+    assert np.allclose(found, [0.0, 0.05], atol=0.006)
+
+    def gain() -> float:
+        values = [{kv.key: kv.value for kv in s.values} for m in list(diags) for s in m.status
+                  if s.name == 'object_locator: input']
+        return max((float(v['exposure_gain']) for v in values if 'exposure_gain' in v),
+                   default=0.0)
+
+    harness.wait_until(lambda: gain() > 1.5, 15.0, 'exposure_gain > 1.5 in the summary')
