@@ -50,7 +50,6 @@ import numpy as np
 
 from edge_loop.kernels import exposure
 from edge_loop.kernels.camera import Extrinsics
-from edge_loop.kernels.exposure import normalise_exposure
 from edge_loop.kernels.grasp_planner import GraspParams, plan_grasp
 from edge_loop.kernels.object_locator import LocatorParams, locate_objects, select_target
 from edge_loop.sim.grasp_trial import execute_grasp
@@ -138,7 +137,7 @@ def run_scene(seed: int, split: str, legacy: bool = False) -> dict:
         truth = world.visible_centroids(frame, sensed=True)
         t0 = time.perf_counter()
         # As the object_locator node does: a dark frame brightened first (not in --legacy).
-        color = frame.color if legacy else normalise_exposure(
+        color = frame.color if legacy else exposure.normalise_exposure(
             frame.color, exposure.DEFAULT_TARGET, exposure.DEFAULT_MAX_GAIN)[0]
         objects = locate_objects(color, frame.depth_mm, frame.intrinsics, ext, lp)
         t1 = time.perf_counter()

@@ -37,7 +37,6 @@ import numpy as np
 
 from edge_loop.kernels import exposure
 from edge_loop.kernels.camera import Extrinsics
-from edge_loop.kernels.exposure import normalise_exposure
 from edge_loop.kernels.object_locator import locate_objects
 from edge_loop.sim import lighting as lighting_mod
 from edge_loop.sim.scoring import match_detections
@@ -45,9 +44,9 @@ from edge_loop.sim.worlds import (
     DIM_MODELS,
     SEED_RANGES,
     WorldConfig,
-    WorldLighting,
     build_world,
     sample_world,
+    world_lighting,
 )
 
 sys.path[:0] = [str(Path(__file__).resolve().parent),
@@ -63,9 +62,8 @@ def relit(cfg: WorldConfig, relight: str) -> WorldConfig:
         raise ValueError(f'--relight {relight!r}: {name!r} is not one of the shipped conditions '
                          f'{", ".join(lighting_mod.CONDITION_NAMES)}')
     base = lighting_mod.get(name)
-    light = WorldLighting(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)})
-    light = dataclasses.replace(light, light_direction=cfg.lighting.light_direction,
-                                exposure=base.exposure * float(scale or 1.0))
+    light = world_lighting(base, light_direction=cfg.lighting.light_direction,
+                           exposure=base.exposure * float(scale or 1.0))
     return dataclasses.replace(cfg, lighting_model=name, lighting=light)
 
 
@@ -122,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, list[dict]] = {v: [] for v, _ in variants}
     for i, seed in enumerate(range(args.seed0, args.seed0 + args.scenes)):
         d = frame(seed, args.cache, args.relight)
-        color = normalise_exposure(d['color'], args.exposure_target, exposure.DEFAULT_MAX_GAIN)[0]
+        color, _ = exposure.normalise_exposure(d['color'], args.exposure_target,
+                                               exposure.DEFAULT_MAX_GAIN)
         k = i % len(variants)
         for name, change in variants[k:] + variants[:k]:
             lp = dataclasses.replace(d['lp'], **change)

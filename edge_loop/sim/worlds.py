@@ -150,11 +150,13 @@ def _train_lighting(rng: np.random.Generator) -> tuple[str, Lighting]:
     if base.glare is not None:
         changes['glare'] = dataclasses.replace(base.glare, u=float(rng.uniform(0.3, 0.7)),
                                                v=float(rng.uniform(0.3, 0.7)))
-    return name, WorldLighting(**{**_fields(base), **changes})
+    return name, world_lighting(base, **changes)
 
 
-def _fields(light: Lighting) -> dict:
-    return {f.name: getattr(light, f.name) for f in dataclasses.fields(Lighting)}
+def world_lighting(base: Lighting, **changes: object) -> WorldLighting:
+    """``base`` (one light) as a :class:`WorldLighting`, with ``changes`` to its fields."""
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(Lighting)}
+    return WorldLighting(**{**fields, **changes})
 
 
 def _heldout_lighting(rng: np.random.Generator) -> tuple[str, Lighting]:

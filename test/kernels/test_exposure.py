@@ -61,7 +61,7 @@ def test_gain_limits_off_switch_and_bad_input():
 
 
 @pytest.mark.parametrize('scale', [0.3, 0.15])
-def test_touching_objects_a_dark_room_merges_stay_apart_once_brightened(scale):
+def test_touching_objects_a_dark_frame_merges_are_two_once_brightened(scale):
     f = scene(640, 480, boxes=PAIR)
     rng = np.random.default_rng(7)
     noisy = f.color.astype(np.float32) * scale + rng.normal(0.0, 1.0, f.color.shape)
