@@ -37,6 +37,7 @@ from edge_loop.check import (
     workspace,
 )
 from edge_loop.check.items import ItemResult, Status, not_run, page_passes
+from edge_loop.check.pacing import Pacing
 from edge_loop.check.page import PageHeader, text_table, write_page
 from edge_loop.check.session import (
     FRAME_STAGES,
@@ -146,6 +147,13 @@ def _monitor_params(params_file: Path) -> dict[str, Any]:
     return stages.monitor_parameters([params_file])   # the stage table, then the file
 
 
+def _monitor_node_defaults() -> dict[str, Any]:
+    """The deadline monitor's declared defaults (what a params file leaves out)."""
+    from edge_loop.nodes.deadline_monitor import DeadlineMonitor
+
+    return {p.name: p.default for p in DeadlineMonitor.PARAMS}
+
+
 def run_check(opts: CheckOptions, hook: Hook | None = None,
               say: Callable[[str], None] = print) -> CheckOutcome:
     """Measure every item and write the page; never raises for a failing item."""
@@ -171,21 +179,30 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
     items[9] = environment.judge_versions(versions)
 
     scale, slowdown, judge_latency, stop_floor = 1.0, 1.0, True, 0.0
+    paced: Pacing | None = None
     if opts.calibrate:
-        # As the replay regression test: the budgets scale by slowdown ** exponent (seven
-        # processes queue for the cores, config/regression.yaml); where the config still
-        # has a judging limit, a slower machine is not judged at all.
+        # A replay is paced to this machine (edge_loop.check.pacing): at 1 / slowdown of its
+        # rate the loop takes the budget machine's share of the CPU and its latencies scale
+        # by slowdown. A live camera cannot be paced: its budgets scale by
+        # slowdown ** exponent, as the replay regression test's (config/regression.yaml).
+        # Where the config has a judging limit, a slower machine is not judged at all.
         calibration = latency.calibrate(gates)
         slowdown, exponent = calibration.slowdown, calibration.exponent
         limit = gates.get('realtime_judge_max_slowdown')
         judge_latency = limit is None or slowdown <= limit
-        scale = (calibration.budget_scale if judge_latency
-                 else gates.get('realtime_unjudged_budget_scale', 5.0))
+        if judge_latency and not opts.live:
+            paced = Pacing(slowdown)
+            scale = paced.budget_scale
+            how = paced.describe()
+        elif judge_latency:
+            scale = calibration.budget_scale
+            how = f'budgets scaled by slowdown ** {exponent:g}'
+        else:
+            scale = gates.get('realtime_unjudged_budget_scale', 5.0)
+            how = f'over {limit}: latency not judged'
         header.calibration = (
             f'latency budgets x{scale:.2f}: {latency.describe_calibration(calibration)} '
-            f'({slowdown:.2f}x slower'
-            + (f', budgets scaled by slowdown ** {exponent:g})' if judge_latency else
-               f', over {limit}: latency not judged)'))
+            f'({slowdown:.2f}x slower, {how})')
         floors = gates.get('realtime_reference_stage_p99_ms') or {}
         if floors:
             margin = float(gates['realtime_stage_floor_margin'])
@@ -204,6 +221,11 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
         overrides.setdefault('deadline_monitor', {}).update({
             'end_to_end_budget_ms': budgets.end_to_end_ms * scale,
             'stage_budgets_ms': [b * scale for b in monitor_params['stage_budgets_ms']]})
+    if paced is not None and paced.slowdown > 1.0:
+        player = overrides.setdefault('bag_player', {})
+        player['rate'] = float(player.get('rate', 1.0)) * paced.rate
+        overrides['deadline_monitor'].update(paced.monitor_overrides(
+            {**_monitor_node_defaults(), **monitor_params, **overrides['deadline_monitor']}))
     if opts.device:
         for stage in FRAME_STAGES:
             overrides.setdefault(stage, {}).setdefault('device', opts.device)
