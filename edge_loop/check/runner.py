@@ -84,8 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='measure item 1 in up to N windows, stopping at the first within '
                         'every budget (the page shows every window; default 1)')
     parser.add_argument('--calibrate', action='store_true',
-                        help='not the target: scale the latency budgets by how much slower '
-                        'this machine runs the deployed locator (the page says so)')
+                        help='not the target: replay at 1/slowdown of the rate and scale the '
+                        'latency budgets by how much slower this machine runs the deployed '
+                        'locator (the page says so)')
     parser.add_argument('--domain-id', default=None,
                         help="ROS_DOMAIN_ID of the check graph (default: the environment's); "
                         "'auto' claims one no other edge_loop test or check holds (CI)")
