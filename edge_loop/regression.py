@@ -25,8 +25,10 @@ class MachineCalibration:
     alone (single-thread speed), and ``parallel_ms``, its p50 in ``parallel_workers``
     processes timed at once (how the cores hold up together: two vCPUs that are one core's
     hyperthreads run one locator at full speed and two at much less, and the loop is seven
-    processes). The slower ratio counts. Seven processes share the cores and queue for them,
-    so the loop's latency grows faster than one kernel's time: the budgets are scaled by
+    processes). The slower ratio counts. A replay is paced by it
+    (:class:`edge_loop.check.pacing.Pacing`: 1 / slowdown of the bag's rate, budgets x
+    slowdown). A live camera cannot be paced; seven processes then share the cores and queue
+    for them, so the loop's latency grows faster than one kernel's time: ``budget_scale`` is
     ``slowdown ** exponent`` (config/regression.yaml gives the exponent and the runs it rests
     on). Never below 1: a faster machine keeps the budgets of the target.
     """

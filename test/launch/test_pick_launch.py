@@ -48,7 +48,6 @@ pytestmark = pytest.mark.ros
 
 BAG = 'grasp_nominal'          # 23 frames at 15 Hz with a grasp in them
 FRAMES = 23
-MAX_JUDGED_SLOWDOWN = 4.0     # budgets x16 at most (the monitor's ranges allow it)
 ANSWERS = {                    # contract topic -> message type (module, class)
     topics.OBJECTS: ('geometry_msgs.msg', 'PoseArray'),
     topics.GRASP: ('geometry_msgs.msg', 'PolygonStamped'),
@@ -150,34 +149,36 @@ def _calibration():
 
 @pytest.fixture(scope='module')
 def calibrated_params(tmp_path_factory):
-    """A params file with the monitor's real-time budgets scaled to this machine.
+    """A params file and replay rate paced to this machine (edge_loop.check.pacing).
 
-    The replay regression scales them the same way (edge_loop.regression.MachineCalibration).
-    Returns the file, the scaled end-to-end budget and the misses the regression allows.
+    On a machine ``slowdown`` times slower than where the budgets were set, the bag plays at
+    ``1 / slowdown`` of its rate (the loop takes the budget machine's share of the CPU) and
+    the monitor's budgets scale by ``slowdown``, as ``edge-loop check --calibrate`` does.
+    Returns the file, the scaled end-to-end budget, the misses the regression allows, the
+    calibration and the pacing.
     """
-    import math
-
     import yaml
 
+    from edge_loop.check.pacing import Pacing
+    from edge_loop.nodes.deadline_monitor import DeadlineMonitor
     from edge_loop.paths import config_path
 
     gates = yaml.safe_load(config_path('regression.yaml').read_text())['gates']
     calibration = _calibration()
-    # Past MAX_JUDGED_SLOWDOWN (a machine this starved by its neighbours) the scaled budgets
-    # would leave the monitor's ranges and judge nothing: misses are then reported, not judged.
-    scale = min(calibration.budget_scale, MAX_JUDGED_SLOWDOWN ** gates['realtime_budget_exponent'])
-    judged = calibration.slowdown <= MAX_JUDGED_SLOWDOWN
-    monitor = stages.monitor_parameters([config_path('pick.yaml')])   # table + pick.yaml
+    paced = Pacing(calibration.slowdown)
+    scale = paced.budget_scale
+    monitor = {**{p.name: p.default for p in DeadlineMonitor.PARAMS},
+               **stages.monitor_parameters([config_path('pick.yaml')])}   # table + pick.yaml
     params = {'deadline_monitor': {'ros__parameters': {
         'end_to_end_budget_ms': monitor['end_to_end_budget_ms'] * scale,
         'stage_budgets_ms': [b * scale for b in monitor['stage_budgets_ms']],
-        'gripper_stall_min_ms': monitor['gripper_stall_min_ms'] * scale,
-        'stall_periods': math.ceil(monitor['stall_periods'] * scale)}}}
+        **paced.monitor_overrides(monitor)}}}
     path = tmp_path_factory.mktemp('params') / 'scaled_budgets.yaml'
     path.write_text(yaml.safe_dump(params))
-    print(f'launch bag test: {calibration.describe()}')
-    allowed = gates['max_deadline_misses'] if judged else None
-    return path, monitor['end_to_end_budget_ms'] * scale, allowed, calibration
+    print(f'launch bag test: the locator {calibration.slowdown:.2f}x slower here than on the '
+          f'budget machine; {paced.describe()}')
+    return (path, monitor['end_to_end_budget_ms'] * scale, gates['max_deadline_misses'],
+            calibration, paced)
 
 
 @launch_pytest.fixture
@@ -186,6 +187,7 @@ def bag_launch(launch_domain, ament_prefix, calibrated_params):
     return _pick_launch(launch_domain, {'bag': str(data_dir() / 'scenarios' / BAG),
                                         'loop': 'true', 'start_paused': 'true',
                                         'params_file': str(calibrated_params[0]),
+                                        'rate': f'{calibrated_params[4].rate:.6f}',
                                         'log_level': 'info'})
 
 
@@ -195,7 +197,7 @@ def test_bag_replay_answers_every_frame_on_time(launch_domain, calibrated_params
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from std_msgs.msg import Bool
 
-    _, budget_ms, allowed_misses, before = calibrated_params
+    _, budget_ms, allowed_misses, before, paced = calibrated_params
     with ros_harness(launch_domain, name='bag_launch_probe') as h:
         rec = Recorder(h, {topics.CAMERA_INFO: ('sensor_msgs.msg', 'CameraInfo'), **ANSWERS,
                            topics.DIAGNOSTICS: ('diagnostic_msgs.msg', 'DiagnosticArray')})
@@ -208,12 +210,12 @@ def test_bag_replay_answers_every_frame_on_time(launch_domain, calibrated_params
         assert not rec.stamps(topics.CAMERA_INFO), 'start_paused:=true did not hold the replay'
         _trigger(h, '/bag_player/resume')
         # Three passes of the 23-frame bag (loop:=true): the first warms the kernels up.
-        _wait(lambda: len(rec.stamps(topics.CAMERA_INFO)) >= 3 * FRAMES, 60.0,
-              f'{3 * FRAMES} frames')
-        # The last judged frames' answers: wait until each is in (or 2 s, since the test
-        # allows a few frames without an answer), then pause.
+        _wait(lambda: len(rec.stamps(topics.CAMERA_INFO)) >= 3 * FRAMES,
+              30.0 + 10.0 * paced.slowdown, f'{3 * FRAMES} frames')
+        # The last judged frames' answers: wait until each is in (or 2 s, paced, since the
+        # test allows a few frames without an answer), then pause.
         judged_sent = rec.stamps(topics.CAMERA_INFO)[FRAMES:3 * FRAMES]
-        deadline = time.monotonic() + 2.0
+        deadline = time.monotonic() + 2.0 * paced.slowdown
         while time.monotonic() < deadline and not all(
                 set(judged_sent) <= set(rec.stamps(t)) for t in ANSWERS):
             time.sleep(0.05)
@@ -230,7 +232,7 @@ def test_bag_replay_answers_every_frame_on_time(launch_domain, calibrated_params
         # The machine's speed drifts with its neighbours' load: real time is judged only if
         # it was not much slower after the replay than when the budgets were set.
         after = _calibration()
-        if allowed_misses is not None and after.budget_scale > 1.5 * before.budget_scale:
+        if after.slowdown > 1.5 * before.slowdown:
             allowed_misses = None
         unanswered = {i for indices in missing.values() for i in indices}
         if allowed_misses is None:
@@ -250,7 +252,8 @@ def test_bag_replay_answers_every_frame_on_time(launch_domain, calibrated_params
         for topic in ANSWERS:
             with rec.lock:
                 ages = [(wall - _ns(m.header.stamp)) / 1e6 for wall, m in rec.got[topic]]
-            assert all(-50.0 < age < 2000.0 for age in ages), (topic, min(ages), max(ages))
+            assert all(-50.0 < age < 2000.0 * paced.slowdown for age in ages), (
+                topic, min(ages), max(ages))
         assert level is not None, 'no deadline monitor loop status'
         assert float(values['budget_ms']) == pytest.approx(budget_ms, abs=0.01), (
             'params_file:= did not reach the deadline monitor', values)
