@@ -14,6 +14,7 @@ the locator's p50 / p99.
     python tools/locator_worlds.py --seed0 500500 --scenes 300 \
         --variants base crease_deg=0 crease_deg=10 [--reps 3] [--json out.json]
     python tools/locator_worlds.py --relight dim:0.5 ...   # stress: darker than any train world
+    python tools/locator_worlds.py --relight glare:1 --misses   # what the misses are
 
 ``--relight NAME:SCALE`` renders every world under the shipped condition NAME with its exposure
 scaled by SCALE (light direction still the world's): the training worlds' cameras, trays and
@@ -52,7 +53,12 @@ from edge_loop.sim.worlds import (
 sys.path[:0] = [str(Path(__file__).resolve().parent),
                 str(Path(__file__).resolve().parents[1] / 'bench')]
 from bench_worlds import user_parameters  # noqa: E402
-from clutter_eval import merged_count  # noqa: E402
+from clutter_eval import COVER, merged_count  # noqa: E402
+
+# A missed object whose pixels are this share or more clipped (every channel at the locator's
+# merge_clip_level) is 'white': its colour says nothing, only depth can find or separate it.
+WHITE_SHARE = 0.9
+PART_WHITE_SHARE = 0.3
 
 
 def relit(cfg: WorldConfig, relight: str) -> WorldConfig:
@@ -88,6 +94,37 @@ def frame(seed: int, cache: Path, relight: str = '') -> dict:
     return d
 
 
+def classify_misses(objects, truth: list, matched: set, label: np.ndarray,
+                    color: np.ndarray, clip_level: float) -> list[str]:
+    """One 'how/colour' class per visible object no answer matched.
+
+    how: ``merged`` (an answer holds ``COVER`` of its pixels and of another object's),
+    ``offset`` (an answer holds them alone but its centroid is too far), ``not found``.
+    colour: ``white`` / ``part white`` / ``coloured`` by the share of its pixels clipped in
+    every channel (``color`` as given to the locator).
+    """
+    flat = label.reshape(-1)
+    sizes = np.bincount(flat, minlength=int(flat.max()) + 1)
+    clipped = (color >= clip_level).all(axis=-1).reshape(-1)
+    out = []
+    for k, _centroid in truth:
+        if k in matched:
+            continue
+        own = [(int(np.count_nonzero(flat[o.pixels] == k)), i) for i, o in enumerate(objects)]
+        held, i = max(own) if own else (0, -1)
+        if held >= COVER * sizes[k]:
+            counts = np.bincount(flat[objects[i].pixels], minlength=sizes.size)
+            counts[[0, k]] = 0
+            how = 'merged' if (counts >= COVER * np.maximum(sizes, 1)).any() else 'offset'
+        else:
+            how = 'not found'
+        white = float(clipped[flat == k].mean()) if sizes[k] else 0.0
+        tone = ('white' if white >= WHITE_SHARE else
+                'part white' if white >= PART_WHITE_SHARE else 'coloured')
+        out.append(f'{how} / {tone}')
+    return out
+
+
 def changes_of(name: str) -> dict:
     """LocatorParams changes of a variant: 'base' or 'field=value[,field=value]'."""
     if name == 'base':
@@ -112,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
                     help='as the object_locator node parameter (0: no exposure step)')
     ap.add_argument('--relight', default='',
                     help='NAME:SCALE: every world under shipped condition NAME, exposure x SCALE')
+    ap.add_argument('--misses', action='store_true',
+                    help="also count each variant's missed objects by how (merged / offset / "
+                    'not found) and colour (white: clipped in every channel / part / coloured)')
     args = ap.parse_args(argv)
     lo, hi = SEED_RANGES['train']
     if not (lo <= args.seed0 and args.seed0 + args.scenes <= hi):
@@ -130,11 +170,15 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.perf_counter()
                 objects = locate_objects(color, d['depth_mm'], d['intr'], d['ext'], lp)
                 ms.append((time.perf_counter() - t0) * 1e3)
-            errors, false, _ = match_detections(objects, d['truth'])
+            errors, false, matched = match_detections(objects, d['truth'])
             rows[name].append({'seed': seed, 'factors': d['factors'], 'visible': len(d['truth']),
                                'detected': len(errors), 'answers': len(objects),
                                'false': false, 'errors': errors, 'ms': min(ms),
-                               'merged': merged_count(objects, d['label'])})
+                               'merged': merged_count(objects, d['label']),
+                               'misses': classify_misses(objects, d['truth'], matched,
+                                                         d['label'], color,
+                                                         lp.merge_clip_level)
+                               if args.misses else []})
     print(f'training worlds {args.seed0}-{args.seed0 + args.scenes - 1}'
           + (f', relit {args.relight}' if args.relight else ''))
     print('| variant | detected | dim | 4-6 objects | false | merged | centroid p50 / p95 mm '
@@ -156,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{share(rs, 'false', 'answers')} ({sum(r['false'] for r in rs)}) | "
               f"{sum(r['merged'] for r in rs)} | {np.median(e):.2f} / {np.percentile(e, 95):.2f}"
               f" | {np.median(ms):.1f} / {np.percentile(ms, 99):.1f} |")
+    if args.misses:
+        classes = sorted({c for rs in rows.values() for r in rs for c in r['misses']})
+        print('\nmissed objects | ' + ' | '.join(classes))
+        for name, rs in rows.items():
+            print(f'{name} | ' + ' | '.join(
+                str(sum(r['misses'].count(c) for r in rs)) for c in classes))
     if args.json:
         args.json.write_text(json.dumps(rows, default=float))
     return 0
