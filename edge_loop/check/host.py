@@ -6,7 +6,10 @@ Latency (item 1) and the recovery of item 2 measure the graph *and* whatever els
 the host. Just before the graph starts, the check samples the host for one second: the share
 of the CPUs that was busy (``/proc/stat``) and the CPU pressure (Linux PSI,
 ``/proc/pressure/cpu``: the share of that second in which some runnable task waited for a
-core); again right after the latency window. Before the graph, that is the neighbours' load
+core); again right after the latency window. The steal time (the hypervisor running other
+machines on this VM's cores) and the IO pressure (``/proc/pressure/io``: tasks waiting for the
+disk, e.g. the writeback of a fresh install) are shown too: both slow the graph without being
+work of its own. Before the graph, that is the neighbours' load
 alone (the check itself sleeps); after, it includes the graph's seven processes. Work at a
 positive nice is shown apart but still makes the host "shared": with the kernel's autogroup
 scheduling (``/proc/sys/kernel/sched_autogroup_enabled``, on in this VM) every session is
@@ -38,12 +41,18 @@ class HostLoad:
     niced_pct: float              # of which processes at a positive nice (user time)
     pressure_pct: float | None    # PSI cpu 'some' over the same second; None without PSI
     load1: float = 0.0            # 1-minute load average at the end (for the record)
+    steal_pct: float = 0.0        # share of all CPUs' time the hypervisor gave to others
+    io_pressure_pct: float | None = None   # PSI io 'some' over the same second
 
     def text(self) -> str:
         """'CPUs 93 % busy (60 % at nice > 0), CPU pressure 88 %, load 7.1 on 2 cores'."""
         out = f'CPUs {self.busy_pct:.0f} % busy ({self.niced_pct:.0f} % at nice > 0)'
+        if self.steal_pct >= 0.5:
+            out += f', {self.steal_pct:.0f} % stolen by the hypervisor'
         if self.pressure_pct is not None:
             out += f', CPU pressure {self.pressure_pct:.0f} %'
+        if self.io_pressure_pct is not None and self.io_pressure_pct >= 0.5:
+            out += f', IO pressure {self.io_pressure_pct:.0f} %'
         return out + f', load {self.load1:.1f} on {self.cores} cores'
 
 
@@ -58,8 +67,16 @@ def cpu_times(stat: Path = Path('/proc/stat')) -> tuple[int, int, int] | None:
     return total - idle, fields[1], total
 
 
+def steal_jiffies(stat: Path = Path('/proc/stat')) -> int | None:
+    """Steal time of all CPUs (jiffies), None where /proc/stat has none."""
+    try:
+        return int(stat.read_text().splitlines()[0].split()[8])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def pressure_total_us(path: Path = Path('/proc/pressure/cpu')) -> int | None:
-    """PSI ``some total`` of the CPU (microseconds stalled), None without PSI."""
+    """PSI ``some total`` (microseconds stalled) of ``path``, None without PSI."""
     try:
         for line in path.read_text().splitlines():
             if line.startswith('some'):
@@ -71,20 +88,27 @@ def pressure_total_us(path: Path = Path('/proc/pressure/cpu')) -> int | None:
 
 
 def host_load(seconds: float = 1.0, stat: Path = Path('/proc/stat'),
-              pressure: Path = Path('/proc/pressure/cpu')) -> HostLoad:
+              pressure: Path = Path('/proc/pressure/cpu'),
+              io_pressure: Path = Path('/proc/pressure/io')) -> HostLoad:
     """The host's load over the next ``seconds`` (this process sleeps meanwhile)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (
         os.cpu_count() or 1)
     t0, c0, p0 = time.monotonic(), cpu_times(stat), pressure_total_us(pressure)
+    s0, io0 = steal_jiffies(stat), pressure_total_us(io_pressure)
     time.sleep(seconds)
     t1, c1, p1 = time.monotonic(), cpu_times(stat), pressure_total_us(pressure)
+    s1, io1 = steal_jiffies(stat), pressure_total_us(io_pressure)
     span = max(1, c1[2] - c0[2]) if c0 and c1 else 1
     busy = 100.0 * (c1[0] - c0[0]) / span if c0 and c1 else 0.0
     niced = 100.0 * (c1[1] - c0[1]) / span if c0 and c1 else 0.0
-    stalled = (100.0 * (p1 - p0) / max(1.0, (t1 - t0) * 1e6)
-               if p0 is not None and p1 is not None else None)
-    return HostLoad(cores, busy, niced, None if stalled is None else min(100.0, stalled),
-                    os.getloadavg()[0])
+    steal = 100.0 * (s1 - s0) / span if s0 is not None and s1 is not None else 0.0
+
+    def stalled(a: int | None, b: int | None) -> float | None:
+        return (None if a is None or b is None
+                else min(100.0, 100.0 * (b - a) / max(1.0, (t1 - t0) * 1e6)))
+
+    return HostLoad(cores, busy, niced, stalled(p0, p1), os.getloadavg()[0], steal,
+                    stalled(io0, io1))
 
 
 def is_shared(before: HostLoad) -> bool:

@@ -375,7 +375,9 @@ def measure_latency(session: CheckSession, mode: Mode, budgets: latency.Budgets,
         earlier.append(f'{n}: ' + item.fix.split(': make ')[0].removeprefix(shared)[:160])
         say(f'edge-loop check: latency window {n} failed ({earlier[-1]}); measuring again')
         if state != 'active':
-            ok, msg = session.reactivate(time.monotonic() + 20.0)
+            # The loop must first be healthy for the monitor's healthy periods, which a paced
+            # (or slower) replay takes longer to give: the wait grows with the budgets.
+            ok, msg = session.reactivate(time.monotonic() + 20.0 * max(1.0, scale))
             say(f'edge-loop check: ~/reactivate before the next window: {msg}')
             if not ok:
                 return item, samples

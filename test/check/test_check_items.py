@@ -150,8 +150,14 @@ def test_host_load_reads_proc_and_says_when_the_host_is_shared(tmp_path):
     assert host.pressure_total_us(tmp_path / 'absent') is None
     assert host.cpu_times(stat) == (1756853 + 146653 + 361988 + 3568 + 19003, 146653,
                                     1756853 + 146653 + 361988 + 5827390 + 4654 + 3568 + 19003)
-    still = host.host_load(0.01, stat, psi)        # nothing moved: 0 % busy, no stall
-    assert still.busy_pct == 0.0 and still.pressure_pct == 0.0
+    assert host.steal_jiffies(stat) == 19003 and host.steal_jiffies(tmp_path / 'absent') is None
+    still = host.host_load(0.01, stat, psi, psi)   # nothing moved: 0 % busy, no stall
+    assert still.busy_pct == 0.0 and still.pressure_pct == 0.0 and still.steal_pct == 0.0
+    assert still.io_pressure_pct == 0.0
+    # Steal time and IO pressure slow the graph without being its work: shown when present.
+    starved = host.HostLoad(2, 80.0, 0.0, 60.0, 7.1, steal_pct=12.0, io_pressure_pct=35.0)
+    assert starved.text() == ('CPUs 80 % busy (0 % at nice > 0), 12 % stolen by the hypervisor, '
+                              'CPU pressure 60 %, IO pressure 35 %, load 7.1 on 2 cores')
     busy = host.HostLoad(2, 93.0, 20.0, 88.0, 7.1)
     quiet = host.HostLoad(2, 4.0, 0.0, 1.0, 0.3)
     niced = host.HostLoad(2, 99.0, 97.0, 95.0, 6.0)     # niced work in others' cgroups

@@ -14,9 +14,11 @@ from edge_loop.verify import ops_occupancy as ops
 TOL = {'logodds_atol': 1e-5, 'max_cell_fraction': 0.005}
 
 
-# The 3840x2160 float depth case costs about a minute of reference time on 2 cores; the
-# 3840x2160 16UC1 case (the camera's encoding) stays here, the float one runs in `make verify`.
-SWEEP = [c for c in ops.cases() if not (c.name.startswith('3840x2160') and '32FC1' in c.name)]
+# The 3840x2160 cases cost 1-2 minutes of reference time each on 2 cores (108 s for 16UC1 in
+# a fresh-clone CI run here), which CI's 30 minutes cannot hold: they run in `make verify`,
+# whose record the nodes' deployment gate checks. The 1920x1080 cases of both encodings take
+# the same code path here.
+SWEEP = [c for c in ops.cases() if not c.name.startswith('3840x2160')]
 
 
 @pytest.mark.parametrize('case', SWEEP, ids=lambda c: c.name)
