@@ -72,7 +72,33 @@ class Pacing:
         out['gripper_stall_min_ms'] = stall_floor
         return out
 
+    def monitor_parameters(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Every deadline-monitor parameter the paced replay changes.
+
+        The budgets (``end_to_end_budget_ms``, ``stage_budgets_ms``) x :attr:`budget_scale`,
+        and :meth:`monitor_overrides`.
+        """
+        scale = self.budget_scale
+        return {'end_to_end_budget_ms': float(params['end_to_end_budget_ms']) * scale,
+                'stage_budgets_ms': [float(b) * scale for b in params['stage_budgets_ms']],
+                **self.monitor_overrides(params)}
+
     def describe(self) -> str:
         """For the page's header."""
         return (f"frames replayed at {self.rate:.2f}x their rate (the budget machine's share "
                 f'of the CPU), budgets x{self.budget_scale:.2f}')
+
+
+def monitor_node_defaults() -> dict[str, Any]:
+    """The deadline monitor's declared defaults: what a params file may leave out."""
+    from edge_loop.nodes.deadline_monitor import DeadlineMonitor
+
+    return {p.name: p.default for p in DeadlineMonitor.PARAMS}
+
+
+def deployed_monitor_parameters() -> dict[str, Any]:
+    """The monitor's parameters as config/pick.yaml deploys them (defaults, stage table, file)."""
+    from edge_loop import stages
+    from edge_loop.paths import config_path
+
+    return {**monitor_node_defaults(), **stages.monitor_parameters([config_path('pick.yaml')])}

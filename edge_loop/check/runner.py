@@ -37,7 +37,7 @@ from edge_loop.check import (
     workspace,
 )
 from edge_loop.check.items import ItemResult, Status, not_run, page_passes
-from edge_loop.check.pacing import Pacing
+from edge_loop.check.pacing import Pacing, monitor_node_defaults
 from edge_loop.check.page import PageHeader, text_table, write_page
 from edge_loop.check.session import (
     FRAME_STAGES,
@@ -148,13 +148,6 @@ def _monitor_params(params_file: Path) -> dict[str, Any]:
     return stages.monitor_parameters([params_file])   # the stage table, then the file
 
 
-def _monitor_node_defaults() -> dict[str, Any]:
-    """The deadline monitor's declared defaults (what a params file leaves out)."""
-    from edge_loop.nodes.deadline_monitor import DeadlineMonitor
-
-    return {p.name: p.default for p in DeadlineMonitor.PARAMS}
-
-
 def run_check(opts: CheckOptions, hook: Hook | None = None,
               say: Callable[[str], None] = print) -> CheckOutcome:
     """Measure every item and write the page; never raises for a failing item."""
@@ -226,7 +219,7 @@ def run_check(opts: CheckOptions, hook: Hook | None = None,
         player = overrides.setdefault('bag_player', {})
         player['rate'] = float(player.get('rate', 1.0)) * paced.rate
         overrides['deadline_monitor'].update(paced.monitor_overrides(
-            {**_monitor_node_defaults(), **monitor_params, **overrides['deadline_monitor']}))
+            {**monitor_node_defaults(), **monitor_params, **overrides['deadline_monitor']}))
     if opts.device:
         for stage in FRAME_STAGES:
             overrides.setdefault(stage, {}).setdefault('device', opts.device)

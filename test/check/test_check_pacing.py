@@ -6,15 +6,12 @@ import math
 
 import pytest
 
-from edge_loop import stages
-from edge_loop.check.pacing import MAX_WINDOW_SHARE, Pacing
+from edge_loop.check.pacing import MAX_WINDOW_SHARE, Pacing, deployed_monitor_parameters
 from edge_loop.nodes import deadline_monitor
-from edge_loop.paths import config_path
 
 
 def _deployed() -> dict:
-    defaults = {p.name: p.default for p in deadline_monitor.DeadlineMonitor.PARAMS}
-    return {**defaults, **stages.monitor_parameters([config_path('pick.yaml')])}
+    return deployed_monitor_parameters()
 
 
 def test_paced_replay_keeps_the_budget_machines_cpu_share():
@@ -23,6 +20,12 @@ def test_paced_replay_keeps_the_budget_machines_cpu_share():
     # Frames per second of CPU work: the same as at full rate on a machine 2.8x faster.
     assert paced.budget_scale == pytest.approx(2.8)
     assert 'x2.80' in paced.describe()
+    params = _deployed()
+    changed = paced.monitor_parameters(params)
+    assert changed['end_to_end_budget_ms'] == pytest.approx(params['end_to_end_budget_ms'] * 2.8)
+    assert changed['stage_budgets_ms'] == pytest.approx(
+        [b * 2.8 for b in params['stage_budgets_ms']])
+    assert changed.items() >= paced.monitor_overrides(params).items()
 
 
 @pytest.mark.parametrize('slowdown', [1.0, 1.5, 2.8, 7.0, 40.0])

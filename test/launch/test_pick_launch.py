@@ -40,7 +40,7 @@ pytest.importorskip('launch_ros')
 from launch.actions import IncludeLaunchDescription, SetEnvironmentVariable  # noqa: E402
 from launch.launch_description_sources import PythonLaunchDescriptionSource  # noqa: E402
 
-from edge_loop import stages, topics  # noqa: E402
+from edge_loop import topics  # noqa: E402
 from edge_loop.paths import data_dir, share_dir  # noqa: E402
 from edge_loop.testing import monitor_loop_status, ros_harness  # noqa: E402
 
@@ -159,20 +159,15 @@ def calibrated_params(tmp_path_factory):
     """
     import yaml
 
-    from edge_loop.check.pacing import Pacing
-    from edge_loop.nodes.deadline_monitor import DeadlineMonitor
+    from edge_loop.check.pacing import Pacing, deployed_monitor_parameters
     from edge_loop.paths import config_path
 
     gates = yaml.safe_load(config_path('regression.yaml').read_text())['gates']
     calibration = _calibration()
     paced = Pacing(calibration.slowdown)
     scale = paced.budget_scale
-    monitor = {**{p.name: p.default for p in DeadlineMonitor.PARAMS},
-               **stages.monitor_parameters([config_path('pick.yaml')])}   # table + pick.yaml
-    params = {'deadline_monitor': {'ros__parameters': {
-        'end_to_end_budget_ms': monitor['end_to_end_budget_ms'] * scale,
-        'stage_budgets_ms': [b * scale for b in monitor['stage_budgets_ms']],
-        **paced.monitor_overrides(monitor)}}}
+    monitor = deployed_monitor_parameters()
+    params = {'deadline_monitor': {'ros__parameters': paced.monitor_parameters(monitor)}}
     path = tmp_path_factory.mktemp('params') / 'scaled_budgets.yaml'
     path.write_text(yaml.safe_dump(params))
     print(f'launch bag test: the locator {calibration.slowdown:.2f}x slower here than on the '
@@ -261,7 +256,9 @@ def test_bag_replay_answers_every_frame_on_time(launch_domain, calibrated_params
         assert values['enforcing'] == 'yes', values
         if allowed_misses is not None:
             assert int(values['misses']) <= allowed_misses, values
-            assert _level(level) == 0, values
+            # OK; or WARN after an allowed miss, for the monitor's healthy_periods_to_ok
+            # periods (a fresh-clone run here ended its window WARN after its one miss).
+            assert _level(level) == 0 or (_level(level) == 1 and int(values['misses'])), values
             assert values['controller'] == 'enabled', values
         p50s = [float(kv.value) for m in diags for s in m.status for kv in s.values
                 if kv.key == 'latency_p50_ms' and kv.value not in ('', 'nan', '-')]

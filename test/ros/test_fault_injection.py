@@ -24,11 +24,10 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import TwistStamped
 from rclpy.qos import QoSProfile
 
-from edge_loop import bringup, regression, stages, topics
-from edge_loop.check.pacing import Pacing
+from edge_loop import bringup, regression, topics
+from edge_loop.check.pacing import Pacing, deployed_monitor_parameters
 from edge_loop.launcher import Graph
 from edge_loop.nodes import safe_stop
-from edge_loop.nodes.deadline_monitor import DeadlineMonitor
 from edge_loop.paths import config_path, data_dir
 from edge_loop.testing import monitor_loop_status, ros_harness
 
@@ -102,12 +101,7 @@ def _paced_to_this_machine() -> tuple[Pacing, dict]:
     """
     gates = yaml.safe_load(config_path('regression.yaml').read_text())['gates']
     paced = Pacing(regression.MachineCalibration.measure(gates).slowdown)
-    monitor = {**{p.name: p.default for p in DeadlineMonitor.PARAMS},
-               **stages.monitor_parameters([config_path('pick.yaml')])}
-    scale = paced.budget_scale
-    return paced, {'end_to_end_budget_ms': monitor['end_to_end_budget_ms'] * scale,
-                   'stage_budgets_ms': [b * scale for b in monitor['stage_budgets_ms']],
-                   **paced.monitor_overrides(monitor)}
+    return paced, paced.monitor_parameters(deployed_monitor_parameters())
 
 
 def test_a_stage_slowed_beyond_its_budget_stops_the_loop_and_takes_the_controller_down(

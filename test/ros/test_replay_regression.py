@@ -124,11 +124,7 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
         # its rate, the monitor's budgets scale by slowdown and its stall watches follow the
         # slower camera and gripper streams.
         bag_params['rate'] = paced.rate
-        scale = paced.budget_scale
-        extra['deadline_monitor'] = {
-            'end_to_end_budget_ms': MONITOR['end_to_end_budget_ms'] * scale,
-            'stage_budgets_ms': [b * scale for b in MONITOR['stage_budgets_ms']],
-            **paced.monitor_overrides(MONITOR)}
+        extra['deadline_monitor'] = paced.monitor_parameters(MONITOR)
     nodes = bringup.graph('bag', bag=str(bag), transport='shm', monitor=realtime,
                           stages=stages, extra=extra)
     graph = Graph(nodes, bringup.default_params_file(), tmp_path / 'logs', env=ros_domain[1])
