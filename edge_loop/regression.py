@@ -75,6 +75,15 @@ class MachineCalibration:
                    gates['realtime_budget_exponent'],
                    locator_ms_p50_parallel(workers), reference, workers)
 
+    @classmethod
+    def measure_configured(cls) -> MachineCalibration:
+        """:meth:`measure` against the gates of config/regression.yaml."""
+        import yaml
+
+        from edge_loop.paths import config_path
+
+        return cls.measure(yaml.safe_load(config_path('regression.yaml').read_text())['gates'])
+
     @property
     def slowdown(self) -> float:
         """This machine's kernel time over the reference's, the slower ratio (at least 1)."""

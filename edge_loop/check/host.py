@@ -56,23 +56,30 @@ class HostLoad:
         return out + f', load {self.load1:.1f} on {self.cores} cores'
 
 
-def cpu_times(stat: Path = Path('/proc/stat')) -> tuple[int, int, int] | None:
-    """(busy, niced, total) jiffies of all CPUs, None where /proc/stat cannot be read."""
+def _cpu_fields(stat: Path) -> list[int] | None:
+    """The jiffies of the 'cpu' line of /proc/stat (all CPUs), None where unreadable."""
     try:
-        fields = [int(x) for x in stat.read_text().splitlines()[0].split()[1:]]
+        return [int(x) for x in stat.read_text().splitlines()[0].split()[1:]]
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _times(fields: list[int]) -> tuple[int, int, int]:
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)   # idle + iowait
     total = sum(fields[:8])                                     # guest is in user already
     return total - idle, fields[1], total
 
 
+def cpu_times(stat: Path = Path('/proc/stat')) -> tuple[int, int, int] | None:
+    """(busy, niced, total) jiffies of all CPUs, None where /proc/stat cannot be read."""
+    fields = _cpu_fields(stat)
+    return None if fields is None else _times(fields)
+
+
 def steal_jiffies(stat: Path = Path('/proc/stat')) -> int | None:
     """Steal time of all CPUs (jiffies), None where /proc/stat has none."""
-    try:
-        return int(stat.read_text().splitlines()[0].split()[8])
-    except (OSError, ValueError, IndexError):
-        return None
+    fields = _cpu_fields(stat)
+    return fields[7] if fields is not None and len(fields) > 7 else None
 
 
 def pressure_total_us(path: Path = Path('/proc/pressure/cpu')) -> int | None:
@@ -93,15 +100,19 @@ def host_load(seconds: float = 1.0, stat: Path = Path('/proc/stat'),
     """The host's load over the next ``seconds`` (this process sleeps meanwhile)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (
         os.cpu_count() or 1)
-    t0, c0, p0 = time.monotonic(), cpu_times(stat), pressure_total_us(pressure)
-    s0, io0 = steal_jiffies(stat), pressure_total_us(io_pressure)
+
+    def sample() -> tuple[float, list[int] | None, int | None, int | None]:
+        return (time.monotonic(), _cpu_fields(stat), pressure_total_us(pressure),
+                pressure_total_us(io_pressure))
+
+    t0, f0, p0, io0 = sample()
     time.sleep(seconds)
-    t1, c1, p1 = time.monotonic(), cpu_times(stat), pressure_total_us(pressure)
-    s1, io1 = steal_jiffies(stat), pressure_total_us(io_pressure)
+    t1, f1, p1, io1 = sample()
+    c0, c1 = (_times(f0), _times(f1)) if f0 and f1 else (None, None)
     span = max(1, c1[2] - c0[2]) if c0 and c1 else 1
     busy = 100.0 * (c1[0] - c0[0]) / span if c0 and c1 else 0.0
     niced = 100.0 * (c1[1] - c0[1]) / span if c0 and c1 else 0.0
-    steal = 100.0 * (s1 - s0) / span if s0 is not None and s1 is not None else 0.0
+    steal = 100.0 * (f1[7] - f0[7]) / span if f0 and f1 and min(len(f0), len(f1)) > 7 else 0.0
 
     def stalled(a: int | None, b: int | None) -> float | None:
         return (None if a is None or b is None

@@ -138,13 +138,9 @@ def _wait(predicate, timeout: float, what: str) -> None:
 
 def _calibration():
     """How much slower this machine runs the locator than where the budgets were set."""
-    import yaml
-
     from edge_loop import regression
-    from edge_loop.paths import config_path
 
-    gates = yaml.safe_load(config_path('regression.yaml').read_text())['gates']
-    return regression.MachineCalibration.measure(gates)
+    return regression.MachineCalibration.measure_configured()
 
 
 @pytest.fixture(scope='module')

@@ -99,8 +99,7 @@ def _paced_to_this_machine() -> tuple[Pacing, dict]:
     limit: then the locator misses too and the miss reports name it instead of the slowed
     stage (a fresh-clone run here, 2026-12-07).
     """
-    gates = yaml.safe_load(config_path('regression.yaml').read_text())['gates']
-    paced = Pacing(regression.MachineCalibration.measure(gates).slowdown)
+    paced = Pacing(regression.MachineCalibration.measure_configured().slowdown)
     return paced, paced.monitor_parameters(deployed_monitor_parameters())
 
 

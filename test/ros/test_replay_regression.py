@@ -25,7 +25,7 @@ from std_msgs.msg import Bool
 
 from edge_loop import bringup, regression, stages, topics
 from edge_loop.bags import read_messages
-from edge_loop.check.pacing import Pacing
+from edge_loop.check.pacing import Pacing, deployed_monitor_parameters
 from edge_loop.images import image_to_array
 from edge_loop.kernels.camera import Extrinsics, Intrinsics
 from edge_loop.launcher import Graph
@@ -124,7 +124,7 @@ def _replay(ros_domain, tmp_path, bag: Path, *, realtime: bool,
         # its rate, the monitor's budgets scale by slowdown and its stall watches follow the
         # slower camera and gripper streams.
         bag_params['rate'] = paced.rate
-        extra['deadline_monitor'] = paced.monitor_parameters(MONITOR)
+        extra['deadline_monitor'] = paced.monitor_parameters(deployed_monitor_parameters())
     nodes = bringup.graph('bag', bag=str(bag), transport='shm', monitor=realtime,
                           stages=stages, extra=extra)
     graph = Graph(nodes, bringup.default_params_file(), tmp_path / 'logs', env=ros_domain[1])
