@@ -32,7 +32,8 @@ setup(
         ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
         ('share/' + package_name, ['package.xml']),
         ('share/' + package_name + '/launch', glob('launch/*.py')),
-        ('share/' + package_name + '/config', glob('config/*.yaml') + glob('config/*.json')),
+        ('share/' + package_name + '/config',
+         glob('config/*.yaml') + glob('config/*.json') + glob('config/*.xml')),
         ('share/' + package_name + '/rviz', glob('rviz/*.rviz')),
     ] + [
         # The embedded scenario bags (make demo, replay regression), one entry per bag folder.

@@ -5,6 +5,10 @@
 python3 bench/plot_memory.py bench/results/memory_h200.json docs/memory
 python3 bench/plot_memory.py --graphed bench/results/memory_h200_graphed/memory_h200.json \
     docs/memory          # the real loop (GraphedLoopStep): graphed_loop.png, graphed_soak.png
+python3 bench/plot_memory.py --gated-soak docs/memory \
+    bench/results/memory_h100_gate_fixed/call2/soak_default/soak_default_gated.json \
+    bench/results/memory_h100_gate_fixed/call1/soak_expandable/soak_expandable_gated.json
+                         # soaks with the decoder gated (--soak-gate): gated_soak.png
 """
 
 from __future__ import annotations
@@ -167,14 +171,57 @@ def plot_graphed(result: Path, out: Path) -> None:
     print('plots in', out)
 
 
+def plot_gated_soak(results: list[Path], out: Path) -> None:
+    """Gated soaks (one JSON per allocator setting): fragmentation and free block over time."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for i, result in enumerate(results):
+        soak = json.loads(Path(result).read_text())
+        pool = soak['pool_gib'] * GIB
+        label = (f"{'expandable' if soak['expandable_segments'] else 'default'} segments: "
+                 f"{soak['requests']} requests, {soak['deadline_misses']} misses")
+        t = [s['t'] for s in soak['samples']]
+        axes[0].plot(t, [100 * s['reserved_minus_allocated'] / pool for s in soak['samples']],
+                     f'C{i}', label=label)
+        axes[1].plot(t, [s['largest_free_block'] / 2**20 for s in soak['samples']], f'C{i}',
+                     label=label)
+    axes[0].axhline(5, color='r', ls='--', lw=0.8, label='target 5 % of the pool')
+    axes[0].set_ylim(bottom=0)
+    axes[0].set_ylabel(f"reserved - allocated, % of the {soak['pool_gib']:g} GiB pool")
+    axes[1].set_ylabel('largest free block, MiB')
+    for ax in axes:
+        ax.set_xlabel('soak time, s')
+        ax.legend(fontsize=8)
+    fig.suptitle('gated soak: 100 Hz graphed loop step, decoder prefill and decode between frames')
+    fig.tight_layout()
+    fig.savefig(out / 'gated_soak.png', dpi=110)
+    plt.close(fig)
+    print('plot in', out / 'gated_soak.png')
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('result', type=Path)
-    parser.add_argument('out', type=Path)
-    parser.add_argument('--graphed', action='store_true',
-                        help='a --loop-step graphed run (interference, soak)')
+    parser.add_argument('paths', type=Path, nargs='+',
+                        help='RESULT OUT; with --gated-soak: OUT then one soak JSON per run')
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument('--graphed', action='store_true',
+                      help='a --loop-step graphed run (interference, soak)')
+    mode.add_argument('--gated-soak', action='store_true',
+                      help='soaks of --soak-gate runs (gated_soak.png)')
     args = parser.parse_args()
-    (plot_graphed if args.graphed else plot)(args.result, args.out)
+    if args.gated_soak:
+        if len(args.paths) < 2:
+            parser.error('--gated-soak needs OUT and at least one soak JSON')
+        plot_gated_soak(args.paths[1:], args.paths[0])
+        return
+    if len(args.paths) != 2:
+        parser.error('expected RESULT OUT')
+    (plot_graphed if args.graphed else plot)(*args.paths)
 
 
 if __name__ == '__main__':

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_loop import bringup
+from edge_loop.dds_profiles import with_default_profiles
 from edge_loop.process import NodeProcess
 
 
@@ -74,7 +75,7 @@ class Graph:
         self.nodes = nodes
         self.params_file = params_file
         self.log_dir = log_dir
-        self.env = dict(env if env is not None else os.environ)
+        self.env = with_default_profiles(dict(env if env is not None else os.environ))
         self.procs: list[NodeProcess] = []
 
     def start(self) -> None:

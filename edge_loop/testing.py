@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from edge_loop.dds_profiles import with_default_profiles
 from edge_loop.process import NodeProcess, start_node
 
 __all__ = ['NodeProcess', 'RosHarness', 'claim_domain_id', 'domain_env', 'next_domain_id',
@@ -62,6 +63,7 @@ def domain_env(domain_id: int, log_dir: Path | None = None) -> dict[str, str]:
     env['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     env['PYTHONUNBUFFERED'] = '1'
     env['RCUTILS_COLORIZED_OUTPUT'] = '0'
+    with_default_profiles(env)
     if log_dir is not None:
         env['ROS_LOG_DIR'] = str(log_dir)
     env.setdefault('ROS_LOG_DIR', str(Path(tempfile.gettempdir()) / 'edge_loop_ros_log'))

@@ -19,11 +19,12 @@ import os
 import tempfile
 from pathlib import Path
 
-from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, SetEnvironmentVariable
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode, Node
 
 from edge_loop import bringup
+from edge_loop.dds_profiles import profiles_to_set
 from edge_loop.paths import share_dir
 from launch import LaunchDescription
 
@@ -71,7 +72,11 @@ def graph_actions(context, *args, **kwargs):
                  for name, _, _ in bringup.LAUNCH_ARGUMENTS}
     work_dir = Path(tempfile.mkdtemp(prefix='edge_loop_launch_'))
     plan = bringup.from_arguments(arguments, work_dir)
-    actions = [_node_action(spec, plan.params_files) for spec in plan.nodes]
+    # The shipped Fast DDS profiles (a lost sample resent within 50 ms, not 3 s) unless the
+    # environment names a profile of its own (edge_loop/dds_profiles.py).
+    actions = [SetEnvironmentVariable(key, value)
+               for key, value in profiles_to_set(os.environ).items()]
+    actions += [_node_action(spec, plan.params_files) for spec in plan.nodes]
     actions.append(_node_action(plan.manager, plan.params_files))
     actions += tf_actions(plan)
     if bringup.truthy(arguments['rviz']):

@@ -4,9 +4,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from edge_loop.dds_profiles import with_default_profiles
 from edge_loop.testing import claim_domain_id, domain_env, ros_harness, start_node
+
+# This process's own participants (the test harness) with the profiles its node processes get
+# (domain_env): a lost image is resent within 50 ms, not at Fast DDS's 3 s heartbeat.
+with_default_profiles(os.environ)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -32,6 +39,23 @@ def ros_domain(tmp_path):
         yield domain_id, domain_env(domain_id, tmp_path / 'ros_log')
     finally:
         lock.close()
+
+
+@pytest.fixture
+def large_data(ros_domain, monkeypatch):
+    """Fast DDS's LARGE_DATA transports for this test's node processes and its own participant.
+
+    With the defaults, a VGA image does not fit Fast DDS's 512 KB shared-memory segment; a
+    lost piece is resent only at the writer's next heartbeat (3 s), so a test sending images
+    over plain topics waited about 3 s on most of its frames (DESIGN.md, docs/transport.md).
+    Request it before ``harness``, so that the test's participant is created with it.
+    """
+    ros_domain[1]['FASTDDS_BUILTIN_TRANSPORTS'] = 'LARGE_DATA'
+    monkeypatch.setenv('FASTDDS_BUILTIN_TRANSPORTS', 'LARGE_DATA')
+    # A LARGE_DATA participant finds only participants with the same discovery range.
+    monkeypatch.setenv('ROS_AUTOMATIC_DISCOVERY_RANGE',
+                       ros_domain[1]['ROS_AUTOMATIC_DISCOVERY_RANGE'])
+    return ros_domain
 
 
 @pytest.fixture

@@ -67,8 +67,7 @@ def _summary_value(diags, stage: str, key: str) -> str | None:
     return None
 
 
-def test_occupancy_mapper_answers_every_frame_with_its_stamp(harness, node_procs):
-    # Plain Fast DDS transports: a few VGA frames arrive in time without LARGE_DATA.
+def test_occupancy_mapper_answers_every_frame_with_its_stamp(large_data, harness, node_procs):
     node_procs('occupancy_mapper', params={'transport': 'ros', 'require_verified': False,
                                            'copy_audit': True, 'diagnostics_period_s': 0.2})
     grids = harness.collect(OccupancyGrid, topics.OCCUPANCY)
@@ -124,7 +123,8 @@ def _depth_msg(depth, stamp_ns, encoding='16UC1'):
     return msg
 
 
-def test_occupancy_mapper_fuses_a_second_camera_into_the_first_ones_shadow(harness, node_procs):
+def test_occupancy_mapper_fuses_a_second_camera_into_the_first_ones_shadow(large_data, harness,
+                                                                        node_procs):
     # One tall box seen from the front by the main camera and from the back by a second one:
     # the floor behind it (from the front) is seen only by the second camera.
     box = [ops_occupancy.Box(-0.0275, -0.0275, 0.0275, 0.0275, 0.10)]

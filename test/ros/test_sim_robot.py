@@ -23,12 +23,6 @@ BEST_EFFORT = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
                          reliability=ReliabilityPolicy.BEST_EFFORT)
 
 
-@pytest.fixture
-def large_data(ros_domain):
-    ros_domain[1]['FASTDDS_BUILTIN_TRANSPORTS'] = 'LARGE_DATA'
-    return ros_domain
-
-
 def _stamp_ns(stamp):
     return stamp.sec * 1_000_000_000 + stamp.nanosec
 

@@ -30,17 +30,6 @@ BOXES = (Box(-0.08, 0.05, 0.4, 0.05, 0.025, 0.03, rgb=(200, 40, 40)),
 UNVERIFIED = {'transport': 'ros', 'require_verified': False}
 
 
-@pytest.fixture
-def large_data(ros_domain, monkeypatch):
-    # Both the node processes and this test's own participant send/receive VGA images.
-    ros_domain[1]['FASTDDS_BUILTIN_TRANSPORTS'] = 'LARGE_DATA'
-    monkeypatch.setenv('FASTDDS_BUILTIN_TRANSPORTS', 'LARGE_DATA')
-    # With LARGE_DATA this participant only finds the children with the same discovery range.
-    monkeypatch.setenv('ROS_AUTOMATIC_DISCOVERY_RANGE',
-                       ros_domain[1]['ROS_AUTOMATIC_DISCOVERY_RANGE'])
-    return ros_domain
-
-
 def _bring_up(harness, name, timeout=60.0):
     lc = harness.lifecycle(name)
     lc.wait_ready(timeout)
@@ -219,8 +208,11 @@ def test_bad_frames_give_diagnostics_and_no_output(large_data, harness, node_pro
 def test_planner_without_the_locators_result_says_so_and_plans_nothing(large_data, harness,
                                                                        node_procs):
     # One perception pass: the planner does not run the locator. With no locator running it
-    # has no objects for any frame, answers none, and its diagnostics say why.
-    planner = node_procs('grasp_planner', params=UNVERIFIED)
+    # has no objects for any frame, answers none, and its diagnostics say why. A frame is
+    # reported once one pairing_window_ms newer came (fake stamps are 10 ms apart: with the
+    # default 500 ms that took 51 frames, 25 s of this test).
+    planner = node_procs('grasp_planner', params={**UNVERIFIED, 'pairing_window_ms': 30.0,
+                                                  'diagnostics_period_s': 0.2})
     grasps = harness.collect(PolygonStamped, topics.GRASP)
     diags = harness.collect(DiagnosticArray, topics.DIAGNOSTICS, 50)
     cam = FakeCamera(harness)
