@@ -63,8 +63,8 @@ demo: setup
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# ROS integration tests only (CI runs these against Kilted as well; ROS_MARK='ros and not slow'
-# leaves out the full-graph replay regression).
+# ROS integration tests only (ROS_MARK='ros and not slow' leaves out the full-graph ones; CI
+# runs ROS_MARK=every_distro against Kilted).
 ROS_MARK ?= ros
 test-ros: setup
 	$(PY) -m pytest -m "$(ROS_MARK)" $(PYTEST_ARGS)

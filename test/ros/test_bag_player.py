@@ -51,6 +51,7 @@ def _check_intact(sent, got):
         assert rec == exp, f'{topic}: received stamps/bytes differ from the bag'
 
 
+@pytest.mark.every_distro
 def test_timed_replay_delivers_every_message_in_order(node_procs, harness, tmp_path):
     sent = write_camera_bag(tmp_path / 'bag', frames=6)
     got = _collect_all(harness)
@@ -66,6 +67,7 @@ def test_timed_replay_delivers_every_message_in_order(node_procs, harness, tmp_p
     _check_intact(sent, got)
 
 
+@pytest.mark.every_distro
 def test_lockstep_waits_for_the_loop_answer(node_procs, harness, tmp_path):
     sent = write_camera_bag(tmp_path / 'bag', frames=5)
     got = _collect_all(harness)

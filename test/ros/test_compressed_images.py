@@ -89,6 +89,7 @@ def _sha(array: np.ndarray) -> str:
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_frame_ingest_decodes_compressed_driver_images_into_shared_memory(
         monkeypatch, ros_domain, harness, node_procs):
     from builtin_interfaces.msg import Time
@@ -161,6 +162,7 @@ def test_frame_ingest_decodes_compressed_driver_images_into_shared_memory(
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_bag_player_decodes_a_compressed_realsense_bag_into_shared_memory(
         monkeypatch, ros_domain, harness, node_procs, tmp_path):
     """A bag of image_transport's compressed topics (realsense-ros names) feeds the loop."""
@@ -226,6 +228,7 @@ def test_bag_player_decodes_a_compressed_realsense_bag_into_shared_memory(
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_bag_player_refuses_compressed_images_without_shared_memory(
         harness, node_procs, tmp_path):
     from sensor_msgs.msg import CameraInfo, CompressedImage

@@ -11,7 +11,7 @@ from sensor_msgs.msg import JointState
 
 from edge_loop.content_filter import set_content_filter, stamp_passes, stamp_sampling_expression
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.every_distro]
 
 MS = 1_000_000
 EVERY, WINDOW = 40 * MS, 10 * MS

@@ -148,6 +148,7 @@ def _stamps(stops, reason='deadline_miss') -> list[int]:
     return [m.stamp_ns for _, m in stops if m.reason == reason]
 
 
+@pytest.mark.every_distro
 def test_nominal_frames_no_miss_late_and_missing_command_safe_stop(harness, rig):
     rig.start_monitor(misses_to_deactivate=1000)
     _wait_matched(harness, rig.fake)
@@ -252,6 +253,7 @@ def test_a_hold_never_opens_wider_than_the_last_gripper_command(harness, rig):
     assert hold.hold_opening_m == pytest.approx(0.03) and hold.hold_force_n == 12.0
 
 
+@pytest.mark.every_distro
 def test_consecutive_misses_deactivate_controller_until_reactivate(harness, rig):
     rig.start_monitor(healthy_periods_to_ok=30)    # 3 s of ERROR to try ~/reactivate in
     _wait_matched(harness, rig.fake)
@@ -426,6 +428,7 @@ def test_configures_from_the_deployed_params_file(harness, node_procs):
     assert 'Traceback' not in proc.output()
 
 
+@pytest.mark.every_distro
 def test_on_simulated_time_deadlines_follow_the_clock(harness, node_procs):
     # use_sim_time: the monitor reads /clock in its deadline thread. A command that arrived
     # before /clock passed its deadline is on time even when the thread sees both at once;

@@ -14,7 +14,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 
 from edge_loop.executors import MultiThreadedExecutor
 
-pytestmark = [pytest.mark.ros, pytest.mark.filterwarnings(
+pytestmark = [pytest.mark.ros, pytest.mark.every_distro, pytest.mark.filterwarnings(
     'ignore:MultiThreadedExecutor is used with a single thread')]   # one worker on purpose
 
 

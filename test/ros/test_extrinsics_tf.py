@@ -109,6 +109,7 @@ def test_without_tf2_ros_tf_is_refused_with_the_fix_never_the_params(monkeypatch
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 @pytest.mark.skipif(TF2_IMPORTS, reason='tf2_ros imports here: the refusal cannot happen')
 def test_a_node_asked_for_tf_fails_configure_with_the_reason(harness, node_procs):
     from edge_loop.lifecycle_client import LifecycleError
@@ -133,6 +134,7 @@ def test_the_launch_argument_reaches_every_node(tmp_path):
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_the_node_glue_looks_up_through_a_private_listener_node(monkeypatch, ros_domain):
     """extrinsics_from_tf with a stand-in tf2_ros (the real one does not install here).
 

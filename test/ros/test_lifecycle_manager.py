@@ -72,6 +72,7 @@ def graph(harness, node_procs, ros_domain, tmp_path):
         proc.stop()
 
 
+@pytest.mark.every_distro
 def test_startup_in_order_and_shutdown_in_reverse(harness, graph):
     graph.start_dummies()
     manager = graph.start_manager(autostart=True)
@@ -121,6 +122,7 @@ def test_bad_parameter_aborts_startup_naming_the_node(harness, graph):
                        'ERROR naming mid_stage on /diagnostics')
 
 
+@pytest.mark.every_distro
 def test_killed_node_detected_and_controller_deactivated(harness, graph):
     graph.start_dummies()
     manager = graph.start_manager()

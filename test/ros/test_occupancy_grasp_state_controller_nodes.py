@@ -31,7 +31,7 @@ from edge_loop.kernels.policy import PolicyParams
 from edge_loop.verify import ops_grasp_state, ops_occupancy
 from edge_loop.verify.sweeps import Box, scene
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.every_distro]
 
 BOXES = (Box(-0.08, 0.05, 0.4, 0.05, 0.025, 0.03), Box(0.07, -0.04, -0.3, 0.045, 0.03, 0.05))
 

@@ -14,7 +14,7 @@ from rclpy.parameter import Parameter
 
 from edge_loop.nodes.stage_base import Param, StageNode
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.every_distro]
 
 
 class RuntimeStage(StageNode):

@@ -27,6 +27,7 @@ def _stamp_ns(stamp):
     return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
+@pytest.mark.every_distro
 def test_sim_robot_publishes_and_answers_an_arm_command(large_data, harness, node_procs):
     node_procs('sim_robot', params={'seed': 3, 'n_objects': 2, 'transport': 'ros',
                                     'max_realtime_factor': 0.0, 'use_sim_time': False})

@@ -15,6 +15,7 @@ from edge_loop.lifecycle_client import LifecycleError
 pytestmark = pytest.mark.ros
 
 
+@pytest.mark.every_distro
 def test_full_cycle_through_services(node_procs, harness, tmp_path):
     write_camera_bag(tmp_path / 'bag', frames=2)
     proc = node_procs('bag_player', params={'bag': str(tmp_path / 'bag'),

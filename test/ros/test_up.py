@@ -16,7 +16,7 @@ from bag_fixtures import write_camera_bag
 
 from edge_loop.testing import shm_entries
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.every_distro]
 
 
 def _children(pid: int) -> set[int]:

@@ -39,6 +39,7 @@ def _bring_up(harness, name, timeout=60.0):
     return lc
 
 
+@pytest.mark.every_distro
 def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harness, node_procs,
                                                              tmp_path):
     # The shared params file (its sections for both nodes must load), with the test's
@@ -139,6 +140,7 @@ def test_locator_and_planner_answer_each_frame_with_its_stamp(large_data, harnes
     assert not any(stamp_ns_of(m.header.stamp) == estamp for m in list(target))
 
 
+@pytest.mark.every_distro
 def test_bad_frames_give_diagnostics_and_no_output(large_data, harness, node_procs):
     loc = node_procs('object_locator', params=UNVERIFIED)
     planner = node_procs('grasp_planner', params=UNVERIFIED)

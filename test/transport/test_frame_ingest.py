@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.every_distro]
 _counter = itertools.count()
 
 

@@ -159,6 +159,7 @@ RGBD_FORMATS = 'vga,vga_bgr_f32,fhd,odd,odd16'
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_round_trip_every_format_shm(peers, iox_prefix):
     consumer = peers('consumer', '--audit')
     consumer.wait_for(lambda: consumer.of('ready'), 30, 'consumer ready')
@@ -176,6 +177,7 @@ def test_round_trip_every_format_shm(peers, iox_prefix):
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_slow_consumer_drops_oldest(peers):
     consumer = peers('consumer', '--delay', '0.25')
     consumer.wait_for(lambda: consumer.of('ready'), 30, 'consumer ready')
@@ -201,6 +203,7 @@ def _dead_nodes() -> int:
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_consumer_sigkill_does_not_stop_producer(peers):
     survivor = peers('consumer')
     victim = peers('consumer')
@@ -225,6 +228,7 @@ def test_consumer_sigkill_does_not_stop_producer(peers):
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_restarted_producer_is_picked_up(peers):
     consumer = peers('consumer')
     consumer.wait_for(lambda: consumer.of('ready'), 30, 'consumer ready')
@@ -247,6 +251,7 @@ def test_restarted_producer_is_picked_up(peers):
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_three_consumers_share_the_same_memory(peers, iox_prefix):
     consumers = [peers('consumer', '--audit', '--maps') for _ in range(3)]
     for c in consumers:
@@ -272,6 +277,7 @@ def test_three_consumers_share_the_same_memory(peers, iox_prefix):
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_ros_transport_gives_identical_arrays(peers):
     consumer = peers('consumer', '--transport', 'ros', '--audit')
     consumer.wait_for(lambda: consumer.of('ready'), 30, 'consumer ready')
@@ -303,6 +309,7 @@ def test_ros_transport_gives_identical_arrays(peers):
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_shm_producer_serves_a_ros_consumer_the_same_frames(peers):
     shm_consumer = peers('consumer')
     ros_consumer = peers('consumer', '--transport', 'ros')
@@ -322,6 +329,7 @@ def test_shm_producer_serves_a_ros_consumer_the_same_frames(peers):
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_a_producer_on_another_host_is_read_over_ros(peers, iox_prefix):
     # Another host, as this consumer sees it: the producer's DDS traffic arrives, its
     # iceoryx2 loans never do (here: another iceoryx2 prefix, i.e. other shared memory).
@@ -339,6 +347,7 @@ def test_a_producer_on_another_host_is_read_over_ros(peers, iox_prefix):
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_close_leaves_dev_shm_as_it_was(harness, iox_prefix):
     from builtin_interfaces.msg import Time
 
@@ -369,6 +378,7 @@ def test_close_leaves_dev_shm_as_it_was(harness, iox_prefix):
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_audit_counts_a_copy_a_stage_makes(harness, iox_prefix):
     from builtin_interfaces.msg import Time
 
@@ -394,6 +404,7 @@ def test_audit_counts_a_copy_a_stage_makes(harness, iox_prefix):
 
 
 @pytest.mark.ros
+@pytest.mark.every_distro
 def test_falls_back_to_ros_without_shared_memory(harness, monkeypatch):
     from edge_loop.transport import FrameReader, FrameWriter, shm
 
