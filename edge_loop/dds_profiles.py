@@ -5,7 +5,7 @@
 Fast DDS resends a reliable sample that was lost on the way (an image that overflowed the
 default 512 KB shared-memory segment, a dropped UDP fragment) only when the writer next
 announces what it has: every 3 s by default. The tests measured it: a test sending VGA frames
-over plain topics waited about 3 s on most frames (36-52 s for 8 fused frames; 3-7 s with a
+over plain topics waited about 3 s on most frames (36-52 s for 8 fused frames; 3-8 s with a
 50 ms announcement period). In a 15-30 Hz loop a 3 s repair is a stalled topic; the shipped
 profiles (``config/fastdds_v2.xml`` for Fast DDS 2.x / Jazzy, ``config/fastdds_v3.xml`` for
 3.x / Kilted: the two versions name the setting differently and read different variables)

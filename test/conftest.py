@@ -45,10 +45,10 @@ def ros_domain(tmp_path):
 def large_data(ros_domain, monkeypatch):
     """Fast DDS's LARGE_DATA transports for this test's node processes and its own participant.
 
-    With the defaults, a VGA image does not fit Fast DDS's 512 KB shared-memory segment; a
-    lost piece is resent only at the writer's next heartbeat (3 s), so a test sending images
-    over plain topics waited about 3 s on most of its frames (DESIGN.md, docs/transport.md).
-    Request it before ``harness``, so that the test's participant is created with it.
+    A VGA image does not fit the default transports' 512 KB shared-memory segment
+    (DESIGN.md, docs/transport.md); what is still lost is resent at the shipped profiles'
+    50 ms heartbeat (edge_loop/dds_profiles.py). Request it before ``harness``, so that the
+    test's participant is created with it.
     """
     ros_domain[1]['FASTDDS_BUILTIN_TRANSPORTS'] = 'LARGE_DATA'
     monkeypatch.setenv('FASTDDS_BUILTIN_TRANSPORTS', 'LARGE_DATA')

@@ -28,10 +28,18 @@ from edge_loop import bringup, stages, topics
 from edge_loop.check.node_params import declared_values
 from edge_loop.check.recorder import StampRecorder
 from edge_loop.launcher import Graph
+from edge_loop.stats import percentiles
 
 FRAME_STAGES = {name: stages.BY_NAME[name].topic for name in stages.FRAME_STAGES}
 PREFIX_ENV = 'EDGE_LOOP_IOX2_PREFIX'   # edge_loop/transport/shm.py reads it
 SHM_DIRS = (Path('/dev/shm'), Path('/tmp/iceoryx2'))
+
+
+def fault_detection_ms(events: list[Any]) -> list[float]:
+    """Detection delays (ms) of the deadline-miss safe stops that carry both times."""
+    return [(e.detected_ns - e.deadline_ns) / 1e6 for e in events
+            if e is not None and e.reason == 'deadline_miss'
+            and e.deadline_ns is not None and e.detected_ns is not None]
 
 
 @dataclass
@@ -230,6 +238,18 @@ class CheckSession:
                 out.append((event.stamp_ns, received, event.reason))
         return out
 
+    def fault_detection_ms(self, since_ns: int) -> list[float]:
+        """Deadline -> noticed (ms) of each deadline-miss stop received at or after ``since_ns``.
+
+        From the stops' own ``deadline_ns`` / ``detected_ns``: the monitor's running window
+        (``detect_delay_p99_ms``) holds every miss of the session, so a latency window the
+        machine ran late in would be judged again as the injected fault's detection.
+        """
+        from edge_loop.nodes.safe_stop import from_message
+
+        return fault_detection_ms([from_message(msg) for msg, received
+                                   in list(self._stop_probe.samples) if received >= since_ns])
+
     def wait(self, predicate: Any, timeout: float, what: str) -> bool:
         """Poll ``predicate`` (False on timeout, never raises); dead processes end the wait."""
         deadline = time.monotonic() + timeout
@@ -409,9 +429,14 @@ class CheckSession:
         rec.stops = self.safe_stops(rec.injected_ns)
         rec.controller_after_fault = self.node_state(controller)
         rec.fault_window = (rec.injected_ns, time.time_ns())   # frames stamped after it
-        values = self.monitor_loop_values()
-        rec.monitor_detect_p99_ms = _float(values.get('detect_delay_p99_ms'))
-        rec.monitor_detect_max_ms = _float(values.get('detect_delay_max_ms'))
+        own = self.fault_detection_ms(rec.injected_ns)
+        if own:
+            rec.monitor_detect_p99_ms = percentiles(own, [99])[0]
+            rec.monitor_detect_max_ms = max(own)
+        else:   # a monitor whose stops do not carry the times: its running window
+            values = self.monitor_loop_values()
+            rec.monitor_detect_p99_ms = _float(values.get('detect_delay_p99_ms'))
+            rec.monitor_detect_max_ms = _float(values.get('detect_delay_max_ms'))
         why = self.set_parameter(stage, 'debug_delay_ms', 0.0, call_timeout)
         rec.cleared_ns = time.time_ns()
         if why:

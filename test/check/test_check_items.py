@@ -26,6 +26,7 @@ from edge_loop.check.session import (
     ExitRecord,
     FaultRecord,
     StepRecord,
+    fault_detection_ms,
     shm_entries,
     stop_processes,
 )
@@ -365,6 +366,18 @@ def test_a_calibrated_stop_floor_widens_delivery_but_never_the_monitors_detectio
     slow_detection = _fault(monitor_detect_p99_ms=5.0)
     item = monitor.judge_monitor(slow_detection, 66.0, 3, stop_floor_ms=31.25)
     assert item.status is Status.FAIL and 'detection p99 5.00 ms' in item.fix
+
+
+def test_detection_is_judged_on_the_faults_own_stops():
+    # A CI run failed item 2 on 58 ms "detection": the monitor's running window held the misses
+    # of a latency window the machine had run late in, before the fault was injected.
+    from edge_loop.nodes.safe_stop import SafeStopEvent
+
+    own = [SafeStopEvent(1, 'deadline_miss', deadline_ns=100_000_000, detected_ns=100_400_000),
+           SafeStopEvent(2, 'deadline_miss', deadline_ns=200_000_000, detected_ns=201_000_000),
+           SafeStopEvent(3, 'camera_stall', deadline_ns=300_000_000, detected_ns=390_000_000),
+           SafeStopEvent(4, 'deadline_miss'), None]
+    assert fault_detection_ms(own) == pytest.approx([0.4, 1.0])
 
 
 def test_a_controller_already_down_does_not_show_the_safe_state():
