@@ -21,6 +21,30 @@ import numpy as np
 
 GIB = 2**30
 
+def soak_figure(plt, series: list[tuple[str, list[dict]]], pool_gib: float, title: str,
+                path: Path) -> None:
+    """Reserved - allocated (% of the pool) and the largest free block over a soak, per run."""
+    pool = pool_gib * GIB
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for i, (label, samples) in enumerate(series):
+        t = [s['t'] for s in samples]
+        axes[0].plot(t, [100 * s['reserved_minus_allocated'] / pool for s in samples], f'C{i}',
+                     label=label)
+        axes[1].plot(t, [s['largest_free_block'] / 2**20 for s in samples], f'C{i}',
+                     label=label)
+    axes[0].axhline(5, color='r', ls='--', lw=0.8, label='target 5 % of the pool')
+    axes[0].set_ylim(bottom=0)
+    axes[0].set_ylabel(f'reserved - allocated, % of the {pool_gib:g} GiB pool')
+    axes[1].set_ylabel('largest free block, MiB')
+    for ax in axes:
+        ax.set_xlabel('soak time, s')
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot(result: Path, out: Path) -> None:
     """Draw the three figures of docs/memory.md from a bench_memory results JSON."""
     import matplotlib
@@ -85,25 +109,11 @@ def plot(result: Path, out: Path) -> None:
     fig.savefig(out / 'decoder_formats.png', dpi=110)
     plt.close(fig)
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    pool = data['soak']['default_segments']['pool_gib'] * GIB
-    for key, colour in (('default_segments', 'C0'), ('expandable_segments', 'C1')):
-        samples = data['soak'][key]['samples']
-        t = [s['t'] for s in samples]
-        axes[0].plot(t, [100 * s['reserved_minus_allocated'] / pool for s in samples],
-                     colour, label=key.replace('_', ' '))
-        axes[1].plot(t, [s['largest_free_block'] / 2**20 for s in samples], colour,
-                     label=key.replace('_', ' '))
-    axes[0].axhline(5, color='r', ls='--', lw=0.8, label='target 5 % of the pool')
-    axes[0].set_ylabel('reserved - allocated, % of the 16 GiB pool')
-    axes[1].set_ylabel('largest free block, MiB')
-    for ax in axes:
-        ax.set_xlabel('soak time, s')
-        ax.legend(fontsize=8)
-    fig.suptitle('soak: frames at 100 Hz + decode requests (prompts 16-511 tokens, 64 new)')
-    fig.tight_layout()
-    fig.savefig(out / 'soak_fragmentation.png', dpi=110)
-    plt.close(fig)
+    soak_figure(plt, [(key.replace('_', ' '), data['soak'][key]['samples'])
+                      for key in ('default_segments', 'expandable_segments')],
+                data['soak']['default_segments']['pool_gib'],
+                'soak: frames at 100 Hz + decode requests (prompts 16-511 tokens, 64 new)',
+                out / 'soak_fragmentation.png')
     print('plots in', out)
 
 
@@ -147,27 +157,13 @@ def plot_graphed(result: Path, out: Path) -> None:
     fig.savefig(out / 'graphed_loop.png', dpi=110)
     plt.close(fig)
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    for key, colour in (('default_segments', 'C0'), ('expandable_segments', 'C1')):
-        if key not in data.get('soak', {}):
-            continue
-        soak = data['soak'][key]
-        pool = soak['pool_gib'] * GIB
-        t = [s['t'] for s in soak['samples']]
-        axes[0].plot(t, [100 * s['reserved_minus_allocated'] / pool for s in soak['samples']],
-                     colour, label=key.replace('_', ' '))
-        axes[1].plot(t, [s['largest_free_block'] / 2**20 for s in soak['samples']], colour,
-                     label=key.replace('_', ' '))
-    axes[0].axhline(5, color='r', ls='--', lw=0.8, label='target 5 % of the pool')
-    axes[0].set_ylabel('reserved - allocated, % of the 16 GiB pool')
-    axes[1].set_ylabel('largest free block, MiB')
-    for ax in axes:
-        ax.set_xlabel('soak time, s')
-        ax.legend(fontsize=8)
-    fig.suptitle('soak with the real loop step: 100 Hz frames + decode requests')
-    fig.tight_layout()
-    fig.savefig(out / 'graphed_soak.png', dpi=110)
-    plt.close(fig)
+    soaks = {key: data['soak'][key] for key in ('default_segments', 'expandable_segments')
+             if key in data.get('soak', {})}
+    if soaks:
+        soak_figure(plt, [(key.replace('_', ' '), soak['samples']) for key, soak in soaks.items()],
+                    next(iter(soaks.values()))['pool_gib'],
+                    'soak with the real loop step: 100 Hz frames + decode requests',
+                    out / 'graphed_soak.png')
     print('plots in', out)
 
 
@@ -179,28 +175,12 @@ def plot_gated_soak(results: list[Path], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    for i, result in enumerate(results):
-        soak = json.loads(Path(result).read_text())
-        pool = soak['pool_gib'] * GIB
-        label = (f"{'expandable' if soak['expandable_segments'] else 'default'} segments: "
-                 f"{soak['requests']} requests, {soak['deadline_misses']} misses")
-        t = [s['t'] for s in soak['samples']]
-        axes[0].plot(t, [100 * s['reserved_minus_allocated'] / pool for s in soak['samples']],
-                     f'C{i}', label=label)
-        axes[1].plot(t, [s['largest_free_block'] / 2**20 for s in soak['samples']], f'C{i}',
-                     label=label)
-    axes[0].axhline(5, color='r', ls='--', lw=0.8, label='target 5 % of the pool')
-    axes[0].set_ylim(bottom=0)
-    axes[0].set_ylabel(f"reserved - allocated, % of the {soak['pool_gib']:g} GiB pool")
-    axes[1].set_ylabel('largest free block, MiB')
-    for ax in axes:
-        ax.set_xlabel('soak time, s')
-        ax.legend(fontsize=8)
-    fig.suptitle('gated soak: 100 Hz graphed loop step, decoder prefill and decode between frames')
-    fig.tight_layout()
-    fig.savefig(out / 'gated_soak.png', dpi=110)
-    plt.close(fig)
+    soaks = [json.loads(Path(result).read_text()) for result in results]
+    soak_figure(plt, [(f"{'expandable' if soak['expandable_segments'] else 'default'} segments: "
+                       f"{soak['requests']} requests, {soak['deadline_misses']} misses",
+                       soak['samples']) for soak in soaks], soaks[0]['pool_gib'],
+                'gated soak: 100 Hz graphed loop step, decoder prefill and decode between frames',
+                out / 'gated_soak.png')
     print('plot in', out / 'gated_soak.png')
 
 
