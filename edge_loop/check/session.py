@@ -430,13 +430,9 @@ class CheckSession:
         rec.controller_after_fault = self.node_state(controller)
         rec.fault_window = (rec.injected_ns, time.time_ns())   # frames stamped after it
         own = self.fault_detection_ms(rec.injected_ns)
-        if own:
+        if own:     # none: judge_monitor fails the item for want of a deadline_miss stop
             rec.monitor_detect_p99_ms = percentiles(own, [99])[0]
             rec.monitor_detect_max_ms = max(own)
-        else:   # a monitor whose stops do not carry the times: its running window
-            values = self.monitor_loop_values()
-            rec.monitor_detect_p99_ms = _float(values.get('detect_delay_p99_ms'))
-            rec.monitor_detect_max_ms = _float(values.get('detect_delay_max_ms'))
         why = self.set_parameter(stage, 'debug_delay_ms', 0.0, call_timeout)
         rec.cleared_ns = time.time_ns()
         if why:
@@ -563,10 +559,3 @@ class CheckSession:
             if p.name == name:
                 return p.log_path.read_text(errors='replace') if p.log_path.exists() else ''
         return ''
-
-
-def _float(text: str | None) -> float | None:
-    try:
-        return float(text) if text not in (None, '', 'nan', '-') else None
-    except ValueError:
-        return None

@@ -34,8 +34,7 @@ from edge_loop.testing import monitor_loop_status, ros_harness
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 SCENARIO = yaml.safe_load(config_path('regression.yaml').read_text())['realtime_scenario']
-MONITOR = yaml.safe_load(config_path('pick.yaml').read_text())['deadline_monitor'][
-    'ros__parameters']
+MONITOR = deployed_monitor_parameters()
 
 
 class Stops:

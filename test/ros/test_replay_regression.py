@@ -40,7 +40,6 @@ CFG = yaml.safe_load(config_path('regression.yaml').read_text())
 GATES = CFG['gates']
 PICK = yaml.safe_load(config_path('pick.yaml').read_text())
 PARAMS = PICK['/**']['ros__parameters']
-MONITOR = stages.monitor_parameters([config_path('pick.yaml')])   # the stage table + pick.yaml
 EXT = Extrinsics.from_params(PARAMS['camera_position'], PARAMS['camera_orientation'])
 FRAME_STAGES = stages.FRAME_STAGES
 
