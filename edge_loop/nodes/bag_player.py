@@ -10,9 +10,10 @@
   and, with ``wait_for_manager``, until that lifecycle manager reports the whole graph active
   (its latched ``~/active``): a replay that starts while the stages are still configuring
   loses its first frames.
-- ``loop`` starts again at the end (new stamps each pass), ``rate`` scales the recorded
-  spacing, ``start_paused`` waits for ``~/resume``; ``~/pause`` and ``~/resume`` (Trigger)
-  work at any time.
+- ``loop`` starts again at the end (new stamps each pass) without end, ``passes`` plays the
+  bag that many times, then says ``~/done`` (a long replay from a short bag), ``rate`` scales
+  the recorded spacing, ``start_paused`` waits for ``~/resume``; ``~/pause`` and
+  ``~/resume`` (Trigger) work at any time.
 - ``publish_clock`` publishes /clock from the bag's receive times (``ros2 bag play --clock``),
   at ``clock_rate_hz`` and before every camera frame, for graphs on ``use_sim_time``; across a
   ``loop`` the clock keeps running forward. The bag's own /clock is skipped
@@ -82,7 +83,9 @@ class BagPlayer(StageNode):
         Param('mode', 'timed', 'timed (recorded spacing / rate) or lockstep',
               choices=('timed', 'lockstep')),
         Param('rate', 1.0, 'Playback speed factor for timed mode', min=0.01, max=100.0),
-        Param('loop', False, 'Start again at the end of the bag'),
+        Param('loop', False, 'Start again at the end of the bag, without end'),
+        Param('passes', 1, 'Times through the bag before ~/done (loop: endless); a pass after '
+              'the first gets new stamps as with loop', min=1),
         Param('restamp', False, 'Rewrite header stamps to the replay time'),
         Param('wait_topics', [topics.CAMERA_INFO],
               'Topics that need a subscriber before playback starts', type='str[]'),
@@ -346,7 +349,7 @@ class BagPlayer(StageNode):
         while not self._stop.is_set():
             first, last = self._play_once()
             passes += 1
-            if not self.params['loop'] or first is None:
+            if first is None or (not self.params['loop'] and passes >= self.params['passes']):
                 break
             # The next pass's bag time continues one clock period after this one's end.
             self._clock_offset_ns += last - first + int(1e9 / self.params['clock_rate_hz'])

@@ -209,6 +209,20 @@ def test_waits_for_the_manager_and_resume_then_loops_on_the_bag_clock(
     assert set(stamps[:6]) <= set(ticks), 'a frame stamp without its /clock tick'
 
 
+def test_passes_replays_the_bag_that_many_times_then_says_done(node_procs, harness, tmp_path):
+    """passes: 3 plays a 2-frame bag three times with stamps moving on, then ~/done, no more."""
+    write_camera_bag(tmp_path / 'bag', frames=2)
+    got = _collect_all(harness)
+    done = harness.collect(Bool, '/bag_player/done',
+                           QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    _start_player(node_procs, harness, tmp_path / 'bag', rate=4.0, passes=3)
+    harness.wait_until(lambda: done, 30.0, 'done signal after three passes')
+    time.sleep(1.0)     # a fourth pass would have started by now
+    stamps = [_stamp_ns(m) for t, m in got if t == topics.CAMERA_INFO]
+    assert len(stamps) == 6, stamps
+    assert all(b > a for a, b in zip(stamps, stamps[1:])), 'stamps went back across a pass'
+
+
 def test_realsense_bag_replays_under_the_contract_names(node_procs, harness, tmp_path):
     """A `ros2 bag record` bag from realsense-ros 4.x (/camera/camera/...) feeds the loop."""
     from edge_loop.bags import BagReader, BagWriter
