@@ -13,11 +13,13 @@
 #
 #   4. (tests) the GPU kernel tests on the device (test/kernels/test_gpu_kernels.py).
 #
-#   WHEELS=.whl OUT=/tmp/out bash bench/gpu_host_run.sh
+#   WHEELS=.whl OUT=/tmp/out bash bench/gpu_host_run.sh       (.whl: bench/gpu_host_wheels.sh)
 #   STEPS="tests verify demo" ... runs only those steps (default: all four)
+#   PASSES=15 ... the demo replays each bag 15 times (bag_player's passes: a long replay)
 set -u
 OUT=${OUT:-/tmp/gpu_host_run}
 BAGS=${BAGS:-data/scenarios/grasp_nominal}
+PASSES=${PASSES:-1}
 STEPS=${STEPS:-placement tests verify demo}
 on() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 mkdir -p "$OUT"
@@ -57,12 +59,15 @@ fi
 
 if on demo; then
 echo "== demo on the bags, default placement and device cuda"
+PARAMS=/tmp/gpu_host_pick.yaml
+cp config/pick.yaml "$PARAMS"
+printf '\nbag_player:\n  ros__parameters:\n    passes: %d\n' "$PASSES" >> "$PARAMS"
 for bag in $BAGS; do
   for dev in cpu cuda; do
     tag=$(basename "$bag")_$dev
-    echo "--- $bag device $dev" >> "$OUT/demo.txt"
-    timeout 150 python3 -m edge_loop.cli demo --bag "$bag" --device $dev \
-      --report /tmp/demo/$tag --log-dir /tmp/demo/logs_$tag >> "$OUT/demo.txt" 2>&1
+    echo "--- $bag device $dev passes $PASSES" >> "$OUT/demo.txt"
+    timeout $((120 + 10 * PASSES)) python3 -m edge_loop.cli demo --bag "$bag" --device $dev \
+      --params-file "$PARAMS" --report /tmp/demo/$tag --log-dir /tmp/demo/logs_$tag >> "$OUT/demo.txt" 2>&1
     echo "demo $tag rc=$?" | tee -a "$OUT/demo.txt"
   done
 done
