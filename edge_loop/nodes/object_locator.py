@@ -91,6 +91,10 @@ LOCATOR_PARAMS = (
           'normals turning towards each other; 0: off)', min=0.0, max=90.0),
     Param('split_pixels', 30, 'Smallest colour piece that is a region of its own (640x480; '
           'regions of one colour join again)', min=1, max=100000),
+    Param('merge_pair_veto', LocatorParams().merge_pair_veto, 'Learned veto on joining two '
+          'touching regions: a pair more likely than this to be two objects stays apart '
+          '(0: off; 0.7 as chosen on training worlds: more objects found under glare, but '
+          'some single objects split; docs/worlds.md)', min=0.0, max=1.0),
     _pair('roi_x', [-0.194, 0.194], 'Tray interior along world x [min, max] (m)', tier='user'),
     _pair('roi_y', [-0.144, 0.144], 'Tray interior along world y [min, max] (m)', tier='user'),
 )
@@ -101,6 +105,7 @@ def locator_params(params: dict[str, Any]) -> LocatorParams:
     return LocatorParams(min_height=params['min_height'], color_step=params['color_step'],
                          hue_step=params['hue_step'], crease_deg=params['crease_deg'],
                          min_pixels=params['min_pixels'], split_pixels=params['split_pixels'],
+                         merge_pair_veto=params['merge_pair_veto'],
                          roi_x=tuple(params['roi_x']),
                          roi_y=tuple(params['roi_y']))
 

@@ -62,6 +62,7 @@ import argparse
 import collections
 import json
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -691,10 +692,54 @@ def pairstats(args) -> None:
     print('\n'.join(lines))
 
 
+WEIGHTS_MODULE = (Path(__file__).resolve().parents[2] / 'edge_loop' / 'kernels' / 'object_locator'
+                  / 'pair_veto_weights.py')
+
+
+def arr_names(names: list[str]) -> str:
+    """A tuple of names as wrapped source."""
+    return '(\n' + textwrap.fill(', '.join(repr(n) for n in names) + ',', 96,
+                                 initial_indent='    ', subsequent_indent='    ') + '\n)'
+
+
+def export(args) -> None:
+    """Write the sums model (``--features sums``) as the locator's weights module."""
+    if TAG[0] != '_sums':
+        raise SystemExit('export: only the --features sums model runs inside merge_regions')
+    m = dict(np.load(MODEL[0]))
+    if str(m['kind']) != 'mlp' or len(m['mu']) != len(SUMS_FEATURES):
+        raise SystemExit(f'export: {MODEL[0]} is not a {len(SUMS_FEATURES)}-feature MLP')
+
+    def arr(a, indent: str = '') -> str:
+        a, inner = np.asarray(a, np.float64), indent + '    '
+        if a.ndim == 2:     # one row after another
+            return '(\n' + ''.join(f'{inner}{arr(r, inner)},\n' for r in a) + indent + ')'
+        return '(\n' + textwrap.fill(', '.join(repr(float(x)) for x in a) + ',', 96,
+                                     initial_indent=inner, subsequent_indent=inner) \
+            + f'\n{indent})'
+
+    WEIGHTS_MODULE.write_text(
+        '# SPDX-FileCopyrightText: 2026 edge_loop developers\n'
+        '# SPDX-License-Identifier: Apache-2.0\n'
+        '"""Weights of the locator\'s pair veto (:mod:`.pair_veto`); generated, do not edit.\n\n'
+        'Written by ``tools/boundary/pair_veto.py export --features sums`` from the MLP that\n'
+        '``collect --features sums`` + ``fit --features sums`` (seeded) fit on training-world\n'
+        'pairs (docs/worlds.md).\n"""\n\n'
+        'FEATURES = ' + arr_names(SUMS_FEATURES) + '\n'
+        f'MEAN = {arr(m["mu"])}\n'
+        f'SCALE = {arr(m["sd"])}\n'
+        f'W1 = {arr(m["w1"])}\n'
+        f'B1 = {arr(m["b1"])}\n'
+        f'W2 = {arr(m["w2"])}\n'
+        f'B2 = {float(m["b2"])!r}\n')
+    print(f'wrote {WEIGHTS_MODULE}')
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('step', choices=['collect', 'fit', 'choose', 'evaluate', 'pairstats'])
+    ap.add_argument('step', choices=['collect', 'fit', 'choose', 'evaluate', 'pairstats',
+                                     'export'])
     ap.add_argument('--model', choices=['lr', 'mlp'], default=None,
                     help='fit: the model to save (default: the better val AUC)')
     ap.add_argument('--thresholds', type=float, nargs='*',
@@ -717,7 +762,7 @@ def main(argv: list[str] | None = None) -> int:
     bc.check_seed(args.seed0 + args.scenes - 1)
     OUT.mkdir(parents=True, exist_ok=True)
     {'collect': collect, 'fit': fit, 'choose': choose, 'evaluate': evaluate,
-     'pairstats': pairstats}[args.step](args)
+     'pairstats': pairstats, 'export': export}[args.step](args)
     return 0
 
 

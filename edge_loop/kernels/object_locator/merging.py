@@ -21,6 +21,7 @@ from edge_loop.kernels.object_locator.colour import (
     _hue_vetoed,
     linear_light,
 )
+from edge_loop.kernels.object_locator.pair_veto import vetoed_pairs
 from edge_loop.kernels.object_locator.params import LocatorParams
 
 
@@ -99,13 +100,23 @@ def merge_regions(rgb_sums: dict[int, np.ndarray], counts: dict[int, int],
     ``merge_hue_veto`` joins (:func:`_hue_vetoed`), except in a blurred frame (``restored``
     given) and a region inside the other's outline (the enclosure test); a pair whose hues
     are within ``merge_hue_join`` joins (:func:`_hue_distance`: one surface, washed unevenly
-    by added white light).
+    by added white light). Before any of this, a touching pair that the learned veto
+    (:mod:`.pair_veto`, ``merge_pair_veto``) finds to be two objects loses its contact, smooth
+    contact and gap candidacy: it never joins directly.
     """
     sums = {i: np.asarray(v, np.float64) for i, v in rgb_sums.items()}
     counts = dict(counts)
     contact = dict(contact)
     smooth = dict(smooth or {})
     near = set(near or ())
+    # Pairs the learned veto finds to be two objects never join directly (.pair_veto); the hue
+    # is unknown to it in a blurred frame, as to the rules below.
+    vetoed = vetoed_pairs(rgb_sums, rgb_sums if linear_sums is None else linear_sums, counts,
+                          contact, smooth, perimeter, hue if restored is None else None, p, intr)
+    if vetoed:
+        contact = {k: v for k, v in contact.items() if k not in vetoed}
+        smooth = {k: v for k, v in smooth.items() if k not in vetoed}
+        near -= vetoed
     perimeter = dict(perimeter) if perimeter is not None and p.merge_enclosed_frac > 0 \
         else None
     bg = _floor_chroma(background_sum)

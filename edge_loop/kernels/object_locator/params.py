@@ -232,6 +232,15 @@ class LocatorParams:
     merge_hue_join: float = 0.05
     merge_hue_join_white: float = 0.05
     merge_hue_join_len: float = 0.5
+    # The learned pair veto (.pair_veto): a touching pair whose probability of being two
+    # objects exceeds this never joins directly (0: off). 0.7 was chosen on training worlds
+    # 500400-500499 (detected - false, as drawn and glare-lit; tools/boundary/pair_veto.py);
+    # on 500500-500799 it took detection 97.5 -> 97.9 % as drawn and 83.0 -> 86.0 % under glare
+    # at 2.4 -> 2.5 % / 2.8 -> 2.6 % false detections, 0.4 ms a frame (docs/worlds.md). Off by
+    # default: with it on, 16 of the locator's unit tests fail, mostly regions of one object
+    # that a merge rule joins (an overexposed object's faces, one washed paler on one side, a
+    # blurred thin part) and that it keeps apart.
+    merge_pair_veto: float = 0.0
 
     def partial_min_pixels_for(self, intr: Intrinsics) -> int:
         """Minimum size of a component at a depth blind spot."""
