@@ -286,7 +286,12 @@ def test_a_node_that_does_not_shut_down_fails_item_7():
     stubborn = _Proc('stubborn_node', 'import signal, time\n'
                      'signal.signal(signal.SIGINT, signal.SIG_IGN)\nprint("up", flush=True)\n'
                      'time.sleep(60)\n')
-    polite = _Proc('polite_node', 'import time\ntry:\n    print("up", flush=True)\n'
+    # The polite node installs Python's SIGINT handler as rclpy does in a node: a child of a
+    # shell's background job inherits SIGINT ignored, and Python then never raises
+    # KeyboardInterrupt (a fresh clone's CI started with `&` failed here on that).
+    polite = _Proc('polite_node', 'import signal, time\n'
+                   'signal.signal(signal.SIGINT, signal.default_int_handler)\ntry:\n'
+                   '    print("up", flush=True)\n'
                    '    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass\n')
     for p in (stubborn, polite):
         p.wait_up()
